@@ -1,0 +1,386 @@
+"""The archive on disk: a directory of Parquet files per table, written crash-safely by many recorders.
+
+Layout (documented in docs/archive.md)::
+
+    ARCHIVE/archive.json                 format marker and schema version
+    ARCHIVE/<table>/<id>.parquet         runs, events, artifacts: one file per run; judgements,
+                                         scores: one file per scoring pass
+    ARCHIVE/inflight/<run_id>.jsonl      stdout lines of a rep still running, appended as they arrive
+    ARCHIVE/inflight/<run_id>.json       that rep's run row as known at its start
+    ARCHIVE/locks/                       flock files: a live recorder holds its rep's and slot's lock
+
+Why this shape: Parquet files cannot be appended to, and two recorders must be able to write at
+once. So each run is committed as its own files, each written to a hidden temp name and renamed
+into place (atomic), the runs row last: a run without a runs row is not yet committed. A rep's
+lines go to an append-only journal first, so a recorder killed at any moment loses nothing: the
+next recorder (or `evalb-record recover`) finds journals whose lock nobody holds and commits them
+as `interrupted`. Readers need no evalb code: `read_parquet('ARCHIVE/runs/*.parquet')`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import polars as pl
+
+from evalb import migrations
+from evalb.errors import ArchiveError
+from evalb.schema import SCHEMA_VERSION, TABLES, ArtifactRecord, EventRecord, Record, RunRecord, to_frame
+from evalb.transcript import parse_line
+
+FORMAT = "evalb-archive"
+RUN_TABLES = ("artifacts", "events", "runs")  # commit order: runs last
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def _os_error(action: str, path: Path, e: OSError) -> ArchiveError:
+    if e.errno == errno.ENOSPC:
+        return ArchiveError(f"cannot {action} {path}: the disk is full", hint="free space and rerun")
+    if e.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return ArchiveError(
+            f"cannot {action} {path}: {e.strerror}", hint="choose a writable --archive directory"
+        )
+    return ArchiveError(f"cannot {action} {path}: {e.strerror}")
+
+
+def _fsync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def write_parquet_atomic(frame: pl.DataFrame, dest: Path) -> None:
+    """Write `frame` to `dest` via a hidden temp file and rename, so readers never see a partial file."""
+    tmp = dest.with_name(f".{dest.name}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        frame.write_parquet(tmp, compression="zstd", statistics=True)
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, dest)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise _os_error("write", dest, e) from e
+    except Exception:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    _fsync_dir(dest.parent)
+
+
+class Archive:
+    """An evalb archive directory: create/check it, commit runs, recover interrupted reps."""
+
+    def __init__(self, root: Path | str) -> None:
+        self.root = Path(root)
+
+    # --- layout -------------------------------------------------------------------------------
+    def table_dir(self, table: str) -> Path:
+        return self.root / table
+
+    @property
+    def marker(self) -> Path:
+        return self.root / "archive.json"
+
+    @property
+    def inflight_dir(self) -> Path:
+        return self.root / "inflight"
+
+    @property
+    def locks_dir(self) -> Path:
+        return self.root / "locks"
+
+    def exists(self) -> bool:
+        return self.marker.is_file()
+
+    def read_marker(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self.marker.read_text())
+        except FileNotFoundError as e:
+            raise ArchiveError(
+                f"{self.root} is not an evalb archive (no archive.json)",
+                hint="record into it first with evalb-record, or pass the right --archive",
+            ) from e
+        except (OSError, ValueError) as e:
+            raise ArchiveError(f"cannot read {self.marker}: {e}") from e
+        if data.get("format") != FORMAT:
+            raise ArchiveError(f"{self.marker} is not an evalb archive marker")
+        return data
+
+    def schema_version(self) -> int:
+        return int(self.read_marker().get("schema_version", 0))
+
+    def check_readable(self) -> None:
+        """Raise a clear error unless this is an archive this evalb can read as is."""
+        version = self.schema_version()
+        if version > SCHEMA_VERSION:
+            raise ArchiveError(
+                f"{self.root} has archive schema v{version}, newer than this evalb (v{SCHEMA_VERSION})",
+                hint="upgrade evalb",
+            )
+        if version < SCHEMA_VERSION:
+            raise ArchiveError(
+                f"{self.root} has archive schema v{version}; this evalb reads v{SCHEMA_VERSION}",
+                hint=f"run: evalb-record migrate --archive {self.root}",
+            )
+
+    def ensure(self) -> None:
+        """Create the archive if needed and check it is writable and of this schema (migrating if old)."""
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            for d in (*TABLES, "inflight", "locks"):
+                (self.root / d).mkdir(exist_ok=True)
+            if not self.marker.exists():
+                body = {
+                    "format": FORMAT,
+                    "schema_version": SCHEMA_VERSION,
+                    "created_at": utcnow().isoformat(),
+                    "migrations": [],
+                }
+                tmp = self.root / f".archive.json.{uuid.uuid4().hex[:8]}.tmp"
+                tmp.write_text(json.dumps(body, indent=2) + "\n")
+                try:
+                    os.link(tmp, self.marker)  # fails if another recorder created it first
+                except FileExistsError:
+                    pass
+                finally:
+                    tmp.unlink()
+            probe = self.locks_dir / f".probe-{uuid.uuid4().hex[:8]}"
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as e:
+            raise _os_error("write to archive", self.root, e) from e
+        version = self.schema_version()
+        if version < SCHEMA_VERSION:
+            migrations.migrate(self.root, version)
+        self.check_readable()
+
+    # --- committing ---------------------------------------------------------------------------
+    def commit_run(
+        self, run: RunRecord, events: list[EventRecord], artifacts: list[ArtifactRecord]
+    ) -> None:
+        """Write one run's three files; the runs file last, as the commit marker."""
+        frames = {
+            "artifacts": to_frame("artifacts", artifacts),
+            "events": to_frame("events", events),
+            "runs": to_frame("runs", [run]),
+        }
+        for table in RUN_TABLES:
+            write_parquet_atomic(frames[table], self.table_dir(table) / f"{run.run_id}.parquet")
+
+    def append_rows(self, table: str, rows: list[Record] | list[dict[str, Any]]) -> Path | None:
+        """Add rows to a table as one new file (used for judgements and scores)."""
+        if not rows:
+            return None
+        dest = self.table_dir(table) / f"{utcnow():%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:12]}.parquet"
+        self.table_dir(table).mkdir(parents=True, exist_ok=True)
+        write_parquet_atomic(to_frame(table, rows), dest)
+        return dest
+
+    # --- in-flight reps -------------------------------------------------------------------------
+    def begin_run(self, run: RunRecord) -> InflightRun:
+        """Start journaling a rep; the returned object appends lines and commits at the end."""
+        return InflightRun(self, run)
+
+    @contextlib.contextmanager
+    def slot_lock(self, slot: str) -> Iterator[bool]:
+        """Try to claim a grid slot; yields False if another live recorder holds it."""
+        name = hashlib.sha256(slot.encode()).hexdigest()[:32]
+        path = self.locks_dir / f"slot-{name}.lock"
+        fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                yield False
+                return
+            yield True
+        finally:
+            os.close(fd)
+
+    def recover_stale(self) -> list[str]:
+        """Commit every journal whose recorder is gone as an `interrupted` run; return their ids."""
+        recovered = []
+        if not self.inflight_dir.is_dir():
+            return recovered
+        for meta in sorted(self.inflight_dir.glob("*.json")):
+            run_id = meta.stem
+            lock = self.locks_dir / f"run-{run_id}.lock"
+            try:
+                fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
+            except OSError:
+                continue
+            try:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue  # its recorder is alive
+                if not meta.exists():
+                    continue  # committed meanwhile
+                _commit_interrupted(self, meta)
+                recovered.append(run_id)
+            finally:
+                os.close(fd)
+        return recovered
+
+    def committed_slots(self) -> dict[str, str]:
+        """slot -> outcome of the committed runs (interrupted runs do not fill their slot)."""
+        runs_dir = self.table_dir("runs")
+        if not runs_dir.is_dir() or not any(runs_dir.glob("*.parquet")):
+            return {}
+        df = pl.read_parquet(str(runs_dir / "*.parquet"), columns=["slot", "outcome", "started_at"])
+        df = df.filter(pl.col("outcome") != "interrupted").sort("started_at")
+        return dict(zip(df["slot"].to_list(), df["outcome"].to_list(), strict=True))
+
+    def attempts(self, slot: str) -> int:
+        runs_dir = self.table_dir("runs")
+        if not runs_dir.is_dir() or not any(runs_dir.glob("*.parquet")):
+            return 0
+        df = pl.read_parquet(str(runs_dir / "*.parquet"), columns=["slot"])
+        return int((df["slot"] == slot).sum())
+
+
+class InflightRun:
+    """A rep being recorded: its stdout lines are journaled as they arrive, under a held lock."""
+
+    def __init__(self, archive: Archive, run: RunRecord) -> None:
+        self.archive = archive
+        self.run = run
+        self.run_id = run.run_id
+        self.meta_path = archive.inflight_dir / f"{run.run_id}.json"
+        self.journal_path = archive.inflight_dir / f"{run.run_id}.jsonl"
+        lock = archive.locks_dir / f"run-{run.run_id}.lock"
+        try:
+            self._lock_fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+            self._journal = open(self.journal_path, "a", encoding="utf-8")
+            tmp = self.meta_path.with_suffix(".json.tmp")
+            tmp.write_text(run.model_dump_json())
+            os.replace(tmp, self.meta_path)
+        except OSError as e:
+            raise _os_error("start a rep in", archive.root, e) from e
+        self.lines: list[tuple[str, dt.datetime]] = []
+
+    def append(self, line: str) -> None:
+        """Journal one stdout line (without its newline) at once."""
+        now = utcnow()
+        self.lines.append((line, now))
+        self._journal.write(json.dumps({"t": now.isoformat(), "line": line}) + "\n")
+        self._journal.flush()
+
+    def events(self) -> list[EventRecord]:
+        out: list[EventRecord] = []
+        seq = 0
+        for line, at in self.lines:
+            if not line.strip():
+                continue
+            out.extend(parse_line(self.run_id, seq, line, at))
+            seq += 1
+        return out
+
+    def commit(self, run: RunRecord, artifacts: list[ArtifactRecord]) -> None:
+        """Commit the finished rep, then drop its journal and lock."""
+        self._journal.close()
+        self.archive.commit_run(run, self.events(), artifacts)
+        self._cleanup()
+
+    def abandon(self) -> None:
+        """Release the lock but keep the journal: recovery will commit it as interrupted."""
+        with contextlib.suppress(Exception):
+            self._journal.close()
+        with contextlib.suppress(OSError):
+            os.close(self._lock_fd)
+
+    def _cleanup(self) -> None:
+        for p in (self.journal_path, self.meta_path):
+            with contextlib.suppress(FileNotFoundError):
+                p.unlink()
+        with contextlib.suppress(OSError):
+            (self.archive.locks_dir / f"run-{self.run_id}.lock").unlink()
+        os.close(self._lock_fd)
+
+
+def _commit_interrupted(archive: Archive, meta: Path) -> None:
+    run = RunRecord.model_validate_json(meta.read_text())
+    journal = meta.with_suffix(".jsonl")
+    events: list[EventRecord] = []
+    last_at: dt.datetime | None = None
+    if journal.exists():
+        seq = 0
+        for entry in journal.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                rec = json.loads(entry)
+                line, at = rec["line"], dt.datetime.fromisoformat(rec["t"])
+            except (ValueError, KeyError, TypeError):
+                continue  # a journal entry torn by the kill itself
+            if not line.strip():
+                continue
+            events.extend(parse_line(run.run_id, seq, line, at))
+            seq += 1
+            last_at = at
+    n_lines = len({e.seq for e in events})
+    update = {
+        "outcome": "interrupted",
+        "outcome_detail": "the recorder stopped before the rep ended; lines kept up to that point",
+        "ended_at": None,
+        "n_lines": n_lines,
+        "n_malformed": sum(1 for e in events if e.malformed),
+        "hook_seen": any(e.type == "system" and e.subtype == "hook_response" for e in events),
+        "reached_model": any(e.type == "assistant" for e in events),
+        "duration_ms": int((last_at - run.started_at).total_seconds() * 1000) if last_at else None,
+    }
+    run = run.model_copy(update=update)
+    archive.commit_run(run, events, [])
+    for p in (journal, meta):
+        with contextlib.suppress(FileNotFoundError):
+            p.unlink()
+
+
+# --- reading -------------------------------------------------------------------------------------
+def table_glob(root: Path | str, table: str) -> str:
+    return str(Path(root) / table / "*.parquet")
+
+
+def has_rows(root: Path | str, table: str) -> bool:
+    d = Path(root) / table
+    return d.is_dir() and any(d.glob("*.parquet"))
+
+
+def read_table(root: Path | str, table: str, columns: list[str] | None = None) -> pl.DataFrame:
+    """A whole table as a Polars frame (empty with the right schema when there are no files)."""
+    if not has_rows(root, table):
+        empty = to_frame(table, [])
+        return empty.select(columns) if columns else empty
+    return pl.read_parquet(table_glob(root, table), columns=columns)
+
+
+def connect(root: Path | str) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection with one view per table (an empty typed table where none is written)."""
+    Archive(root).check_readable()
+    con = duckdb.connect()
+    for table in TABLES:
+        if has_rows(root, table):
+            con.execute(
+                f"CREATE VIEW {table} AS SELECT * FROM read_parquet('{table_glob(root, table)}', union_by_name=true)"
+            )
+        else:
+            empty = to_frame(table, [])  # noqa: F841 - referenced by name in the SQL below
+            con.execute(f"CREATE TABLE {table} AS SELECT * FROM empty")
+    return con
