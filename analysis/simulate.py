@@ -26,14 +26,8 @@ VARIANTS: tuple[str, ...] = ("W1", "W2", "W3", "R1", "R2", "R3", "R4", "R4-nogra
 #: A plausible grid (true pass rates) in the spirit of the first pilot: haiku rarely consults the
 #: ADR system unprompted, sonnet usually does; R4-nograph is expected to fail.
 DEFAULT_RATES: dict[tuple[str, str], float] = {
-    **{
-        (v, "haiku"): r
-        for v, r in zip(VARIANTS, (0.1, 0.05, 0.0, 0.2, 0.15, 0.1, 0.1, 0.0), strict=True)
-    },
-    **{
-        (v, "sonnet"): r
-        for v, r in zip(VARIANTS, (0.8, 0.7, 0.3, 0.4, 0.9, 0.75, 0.85, 0.05), strict=True)
-    },
+    **{(v, "haiku"): r for v, r in zip(VARIANTS, (0.1, 0.05, 0.0, 0.2, 0.15, 0.1, 0.1, 0.0), strict=True)},
+    **{(v, "sonnet"): r for v, r in zip(VARIANTS, (0.8, 0.7, 0.3, 0.4, 0.9, 0.75, 0.85, 0.05), strict=True)},
 }
 
 
@@ -42,7 +36,9 @@ def scenario_of(variant: str) -> str:
     return variant.split("-", 1)[0]
 
 
-def simulate_counts(rates: np.ndarray, reps: int | np.ndarray, n_grids: int, rng: np.random.Generator) -> np.ndarray:
+def simulate_counts(
+    rates: np.ndarray, reps: int | np.ndarray, n_grids: int, rng: np.random.Generator
+) -> np.ndarray:
     """Pass counts, shape (n_grids, n_cells): each cell Binomial(reps, rate) — the fast path for many grids."""
     rates = np.asarray(rates, dtype=float)
     return rng.binomial(reps, rates, size=(n_grids, len(rates)))
