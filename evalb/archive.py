@@ -173,9 +173,7 @@ class Archive:
         self.check_readable()
 
     # --- committing ---------------------------------------------------------------------------
-    def commit_run(
-        self, run: RunRecord, events: list[EventRecord], artifacts: list[ArtifactRecord]
-    ) -> None:
+    def commit_run(self, run: RunRecord, events: list[EventRecord], artifacts: list[ArtifactRecord]) -> None:
         """Write one run's three files; the runs file last, as the commit marker."""
         frames = {
             "artifacts": to_frame("artifacts", artifacts),

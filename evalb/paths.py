@@ -15,7 +15,9 @@ JUDGE_RUBRIC = REPO_ROOT / "judge-rubric.md"
 RULES_DIR = REPO_ROOT / "analysis" / "rules"
 TOOLS_DIR = REPO_ROOT / ".tools"
 PINNED_CLIENT_VERSION_FILE = REPO_ROOT / ".claude-code-version"
-PINNED_CLIENT = TOOLS_DIR / "claude-code" / "node_modules" / "@anthropic-ai" / "claude-code" / "bin" / "claude.exe"
+PINNED_CLIENT = (
+    TOOLS_DIR / "claude-code" / "node_modules" / "@anthropic-ai" / "claude-code" / "bin" / "claude.exe"
+)
 DEFAULT_ARCHIVE = Path("archive")
 
 

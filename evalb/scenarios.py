@@ -84,7 +84,9 @@ class Scenario(BaseModel):
     distractors: list[str] = Field(
         default_factory=list, description="R2: superseded ids that FAIL axis (b) when cited as if live."
     )
-    require_conflict: bool = Field(True, description="R: the answer must flag the conflict with the decision.")
+    require_conflict: bool = Field(
+        True, description="R: the answer must flag the conflict with the decision."
+    )
     conflict_patterns: list[str] = Field(default_factory=lambda: list(DEFAULT_CONFLICT_PATTERNS))
     topic_patterns: list[str] = Field(
         default_factory=list,
@@ -162,9 +164,7 @@ def parse_scenario(path: Path) -> Scenario:
     parse_task_block(m.group(2), path)
     try:
         meta = yaml.safe_load(m.group(1)) or {}
-        return Scenario.model_validate(
-            {**meta, "source": path, "sha256": hashlib.sha256(raw).hexdigest()}
-        )
+        return Scenario.model_validate({**meta, "source": path, "sha256": hashlib.sha256(raw).hexdigest()})
     except yaml.YAMLError as e:
         raise ScenarioError(f"{path}: frontmatter is not valid YAML: {e}") from e
     except ValidationError as e:

@@ -91,7 +91,9 @@ class EventRecord(Record):
     tool_name: str | None = Field(description="tool_use: the tool's name (Bash, Read, Skill, ...).")
     tool_use_id: str | None = Field(description="tool_use id, or the id a tool_result answers.")
     tool_input: str | None = Field(description="tool_use: the input object as JSON text.")
-    text: str | None = Field(description="Text of a text/thinking block, tool_result content, or result text.")
+    text: str | None = Field(
+        description="Text of a text/thinking block, tool_result content, or result text."
+    )
     is_error: bool | None = Field(description="tool_result is_error, or the result event's is_error.")
     parent_tool_use_id: str | None = Field(description="Set on events from inside a sub-agent (Task).")
     is_synthetic: bool | None = Field(description="isSynthetic on user events (e.g. a skill's text).")

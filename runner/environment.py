@@ -1,0 +1,91 @@
+"""The client's environment: an allow-list, a throwaway HOME, and exactly the credentials it needs.
+
+Nothing else from the recorder's environment reaches the session (no cloud tokens, no secrets):
+the agent runs with --dangerously-skip-permissions, so whatever it can read it may print.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from evalb.errors import ClientError
+
+#: Passed through as they are when set: what a process needs to run, and nothing secret.
+PASSTHROUGH = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "PYENV_ROOT", "PYENV_VERSION")
+
+#: Credential variables for a real model, in the order the runner prefers them. Provider ones
+#: (Bedrock, Vertex) go through as a group when their switch variable is set.
+CREDENTIALS = ("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_AUTH_TOKEN")
+PROVIDERS: dict[str, tuple[str, ...]] = {
+    "CLAUDE_CODE_USE_BEDROCK": (
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_REGION",
+        "AWS_PROFILE",
+        "AWS_BEARER_TOKEN_BEDROCK",
+        "ANTHROPIC_BEDROCK_BASE_URL",
+    ),
+    "CLAUDE_CODE_USE_VERTEX": (
+        "ANTHROPIC_VERTEX_PROJECT_ID",
+        "CLOUD_ML_REGION",
+        "GOOGLE_APPLICATION_CREDENTIALS",
+        "ANTHROPIC_VERTEX_BASE_URL",
+    ),
+}
+#: Fixed settings for every rep: no updater, no telemetry, allowed to skip permissions as root.
+FIXED = {
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    "DISABLE_AUTOUPDATER": "1",
+    "DISABLE_TELEMETRY": "1",
+    "DISABLE_ERROR_REPORTING": "1",
+    "IS_SANDBOX": "1",
+    "CI": "1",
+}
+
+
+def credentials_for_real_model(source: Mapping[str, str]) -> tuple[dict[str, str], str]:
+    """The credential variables to pass for a real model, and a line saying which one is used."""
+    for switch, names in PROVIDERS.items():
+        if source.get(switch):
+            picked = {switch: source[switch], **{n: source[n] for n in names if source.get(n)}}
+            return (
+                picked,
+                f"{switch} with {', '.join(n for n in picked if n != switch) or 'ambient provider auth'}",
+            )
+    for name in CREDENTIALS:
+        if source.get(name):
+            extra = (
+                {"ANTHROPIC_BASE_URL": source["ANTHROPIC_BASE_URL"]}
+                if source.get("ANTHROPIC_BASE_URL")
+                else {}
+            )
+            return {name: source[name], **extra}, name
+    raise ClientError(
+        "no credentials for a real model",
+        hint="set ANTHROPIC_API_KEY, or CLAUDE_CODE_OAUTH_TOKEN from `claude setup-token` "
+        "(a login stored under ~/.claude is hidden by the throwaway HOME), or use a scripted:POLICY model",
+    )
+
+
+def client_env(
+    home: Path, *, base_url: str | None, source: Mapping[str, str] | None = None
+) -> tuple[dict[str, str], str]:
+    """Environment for one rep: allow-listed variables, private HOME, and either the scripted
+    model's URL (`base_url`) or the user's real credentials. Returns (env, credential note)."""
+    source = os.environ if source is None else source
+    env = {k: source[k] for k in PASSTHROUGH if source.get(k)}
+    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    env.update(FIXED)
+    env["HOME"] = str(home)
+    env["CLAUDE_CONFIG_DIR"] = str(home / ".claude")
+    env["TMPDIR"] = "/tmp"
+    if base_url:
+        env["ANTHROPIC_BASE_URL"] = base_url
+        env["ANTHROPIC_API_KEY"] = "scripted-model-needs-no-key"
+        return env, "scripted model (no credentials)"
+    creds, note = credentials_for_real_model(source)
+    env.update(creds)
+    return env, note

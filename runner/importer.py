@@ -1,0 +1,114 @@
+"""Importing a transcript recorded elsewhere (the old bash harness, or the client by hand)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import socket
+import uuid
+from pathlib import Path
+
+from evalb import __version__, manifest
+from evalb.archive import Archive
+from evalb.errors import UsageError
+from evalb.scenarios import resolve_variant
+from evalb.schema import SCHEMA_VERSION, RunRecord
+from evalb.transcript import TranscriptSummary, parse_line
+from runner import artifacts
+from runner.client import classify
+
+
+def import_transcript(
+    transcript: Path,
+    archive: Archive,
+    *,
+    scenario: str,
+    model: str,
+    sandbox: Path | None = None,
+    plugin_dir: Path | None = None,
+    rep: int = 0,
+) -> RunRecord | None:
+    """Archive one JSONL transcript (malformed lines kept raw and flagged); None if already imported."""
+    sc, variant = resolve_variant(scenario)
+    try:
+        data = transcript.read_bytes()
+    except OSError as e:
+        raise UsageError(f"cannot read transcript {transcript}: {e.strerror}") from e
+    if sandbox is not None and not (sandbox / ".git").exists():
+        raise UsageError(
+            f"--sandbox {sandbox} is not a git repository", hint="pass the sandbox the client ran in"
+        )
+    archive.ensure()
+    digest = hashlib.sha256(data).hexdigest()
+    slot = f"import|{variant.id}|{model}|{digest[:16]}"
+    if slot in archive.committed_slots():
+        return None
+    run_id = uuid.uuid4().hex
+    lines = [ln for ln in data.decode("utf-8", errors="replace").splitlines() if ln.strip()]
+    summary = TranscriptSummary()
+    events = []
+    for seq, line in enumerate(lines):
+        summary.feed(line)
+        events.extend(parse_line(run_id, seq, line))
+    exit_code = 0 if summary.result is not None else None
+    outcome, detail = classify(exit_code, summary, timed_out=False, timeout=0, stop=[])
+    if summary.result is None:
+        detail = "imported transcript has no result event (the client was stopped or its output cut)"
+    result, usage = summary.result or {}, summary.usage
+    frozen = manifest.frozen_manifest()
+    plugin = manifest.plugin_identity(plugin_dir) if plugin_dir else (None, None, None)
+    mtime = dt.datetime.fromtimestamp(transcript.stat().st_mtime, dt.UTC)
+    run = RunRecord(
+        run_id=run_id,
+        schema_version=SCHEMA_VERSION,
+        slot=slot,
+        source="import",
+        scenario=sc.id,
+        variant=variant.id,
+        model_alias=model,
+        model_id=summary.model_id,
+        rep=rep,
+        attempt=1,
+        started_at=mtime,
+        ended_at=mtime,
+        duration_ms=result.get("duration_ms") if isinstance(result.get("duration_ms"), int) else None,
+        exit_code=exit_code,
+        outcome=outcome,
+        outcome_detail=f"imported from {transcript.name}: {detail}",
+        reached_model=summary.reached_model,
+        hook_seen=summary.hook_seen,
+        hook_note=summary.hook_note,
+        client_version=summary.client_version,
+        client_path="(imported)",
+        session_id=summary.session_id,
+        result_subtype=result.get("subtype"),
+        num_turns=result.get("num_turns") if isinstance(result.get("num_turns"), int) else None,
+        cost_usd=float(result["total_cost_usd"])
+        if isinstance(result.get("total_cost_usd"), int | float)
+        else None,
+        input_tokens=usage.get("input_tokens"),
+        output_tokens=usage.get("output_tokens"),
+        cache_read_tokens=usage.get("cache_read_input_tokens"),
+        cache_creation_tokens=usage.get("cache_creation_input_tokens"),
+        api_retries=summary.api_retries,
+        plugin_name=plugin[0],
+        plugin_version=plugin[1],
+        plugin_hash=plugin[2],
+        plugin_dir=str(plugin_dir) if plugin_dir else None,
+        fixture_hash=frozen.get("fixture"),
+        scenario_hash=sc.sha256,
+        rubric_hash=frozen.get("judge_rubric"),
+        rules_hash=frozen.get("checker_rules"),
+        manifest_json=json.dumps(frozen, sort_keys=True),
+        confinement="n/a (imported)",
+        stderr="",
+        n_lines=summary.n_lines,
+        n_malformed=summary.n_malformed,
+        recorder_version=__version__,
+        host=socket.gethostname(),
+        options_json=json.dumps({"imported_from": str(transcript), "sha256": digest}),
+    )
+    arts = artifacts.collect(run_id, sandbox) if sandbox else []
+    archive.commit_run(run, events, arts)
+    return run

@@ -1,0 +1,263 @@
+"""Recording one rep: fresh sandbox, confined client, journaled transcript, end state, committed run row."""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import hashlib
+import json
+import shutil
+import socket
+import subprocess
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from evalb import __version__, manifest, paths, sandbox
+from evalb.archive import Archive
+from evalb.errors import ClientError, UsageError
+from evalb.scenarios import Scenario, Variant, resolve_variant
+from evalb.schema import SCHEMA_VERSION, RunRecord
+from runner import artifacts
+from runner.client import SessionResult, run_session
+from runner.confine import confine_command
+from runner.environment import client_env
+from runner.scripted.policies import RepContext, parse_model
+from runner.scripted.server import Fault, ModelServer
+
+
+@dataclass
+class RecordOptions:
+    """How reps are run; the same for every rep of a grid."""
+
+    plugin_dir: Path = field(default_factory=lambda: paths.REFERENCE_PLUGIN)
+    client: Path = field(default_factory=paths.client_binary)
+    timeout: float | None = None  # default: 180 s scripted, 900 s real
+    confine: bool = True
+    workdir: Path | None = None
+    keep_sandboxes: bool = False
+    max_api_retries: int = 6
+    faults: list[Fault] = field(default_factory=list)  # injected into scripted reps (hardening tests)
+
+    def timeout_for(self, model: str) -> float:
+        if self.timeout is not None:
+            return self.timeout
+        return 180.0 if model.startswith("scripted:") else 900.0
+
+
+def slot_key(variant: str, model: str, plugin_hash: str, rep: int) -> str:
+    """The grid slot a rep fills; resuming skips slots that already hold a finished run."""
+    return f"{variant}|{model}|{plugin_hash[:16]}|{rep}"
+
+
+@functools.cache
+def client_version(client: Path) -> str | None:
+    """`claude --version`, once per process, for runs whose transcript has no system/init."""
+    try:
+        out = subprocess.run([str(client), "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.split()[0] if out.strip() else None
+
+
+def check_client(client: Path) -> None:
+    """Fail early, with the fix, when the client binary is missing."""
+    if not client.is_file():
+        raise ClientError(
+            f"Claude Code client not found at {client}",
+            hint="run scripts/setup (installs the pinned version), or point EVALB_CLAUDE_BIN / --client at one",
+        )
+
+
+def rep_seed(variant: str, model: str, rep: int, base: float = 0) -> int:
+    digest = hashlib.sha256(f"{variant}|{model}|{rep}|{base}".encode()).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
+def record_rep(
+    variant_id: str,
+    model: str,
+    rep: int,
+    archive: Archive,
+    options: RecordOptions,
+    *,
+    server: ModelServer | None = None,
+    attempt: int = 1,
+) -> RunRecord:
+    """Record one rep into `archive` and return its committed run row."""
+    scenario, variant = resolve_variant(variant_id)
+    plugin_name, plugin_version, plugin_hash = manifest.plugin_identity(options.plugin_dir)
+    frozen = manifest.frozen_manifest()
+    scripted = model.startswith("scripted:")
+    ctx = None
+    if scripted:
+        policy, params = parse_model(model)
+        ctx = RepContext(
+            variant=variant.id,
+            kind=scenario.kind.value,
+            hints=scenario.policy,
+            policy=policy,
+            params=params,
+            seed=rep_seed(variant.id, model, rep, params.get("seed", 0)),
+        )
+        if server is None:
+            raise UsageError("a scripted model needs the scripted model server")
+
+    work = Path(tempfile.mkdtemp(prefix=f"evalb-{variant.id}-", dir=options.workdir))
+    sandbox_dir, home = work / "sandbox", work / "home"
+    home.mkdir()
+    base_url = None
+    try:
+        sandbox.build_sandbox(variant.id, sandbox_dir, plugin_dir=options.plugin_dir)
+        if ctx is not None and server is not None:
+            base_url = server.register(ctx, [Fault(**{**f.__dict__, "hits": 0}) for f in options.faults])
+        env, cred_note = client_env(home, base_url=base_url)
+        cmd = [
+            str(options.client),
+            "-p",
+            "--output-format", "stream-json",
+            "--verbose",
+            "--model", model,
+            "--dangerously-skip-permissions",
+            "--plugin-dir", str(options.plugin_dir.resolve()),
+            scenario.task_prompt(),
+        ]  # fmt: skip
+        cmd, confinement = confine_command(cmd, sandbox=sandbox_dir, home=home, confine=options.confine)
+        run = _initial_run(scenario, variant, model, rep, attempt, options, frozen, confinement, cred_note)
+        run = run.model_copy(
+            update={
+                "slot": slot_key(variant.id, model, plugin_hash, rep),
+                "plugin_name": plugin_name,
+                "plugin_version": plugin_version,
+                "plugin_hash": plugin_hash,
+            }
+        )
+        inflight = archive.begin_run(run)
+        try:
+            session = run_session(
+                cmd,
+                env=env,
+                cwd=sandbox_dir,
+                on_line=inflight.append,
+                timeout=options.timeout_for(model),
+                max_api_retries=options.max_api_retries,
+            )
+        except KeyboardInterrupt:
+            inflight.abandon()
+            archive.recover_stale()  # commit what we have at once, as interrupted
+            raise
+        final = _final_run(run, session, options.client)
+        inflight.commit(final, artifacts.collect(run.run_id, sandbox_dir))
+        return final
+    finally:
+        if base_url and server is not None:
+            server.unregister(base_url)
+        if not options.keep_sandboxes:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _initial_run(
+    scenario: Scenario,
+    variant: Variant,
+    model: str,
+    rep: int,
+    attempt: int,
+    options: RecordOptions,
+    frozen: dict[str, str],
+    confinement: str,
+    cred_note: str,
+) -> RunRecord:
+    opts = {
+        "timeout_s": options.timeout_for(model),
+        "confine": options.confine,
+        "credentials": cred_note,
+        "max_api_retries": options.max_api_retries,
+        "faults": [f.__dict__ | {"hits": 0} for f in options.faults] if options.faults else [],
+    }
+    return RunRecord(
+        run_id=uuid.uuid4().hex,
+        schema_version=SCHEMA_VERSION,
+        slot="",
+        source="record",
+        scenario=scenario.id,
+        variant=variant.id,
+        model_alias=model,
+        model_id=None,
+        rep=rep,
+        attempt=attempt,
+        started_at=dt.datetime.now(dt.UTC),
+        ended_at=None,
+        duration_ms=None,
+        exit_code=None,
+        outcome="interrupted",
+        outcome_detail="the rep had not ended when this row was written",
+        reached_model=False,
+        hook_seen=False,
+        hook_note=None,
+        client_version=None,
+        client_path=str(options.client),
+        session_id=None,
+        result_subtype=None,
+        num_turns=None,
+        cost_usd=None,
+        input_tokens=None,
+        output_tokens=None,
+        cache_read_tokens=None,
+        cache_creation_tokens=None,
+        api_retries=0,
+        plugin_name=None,
+        plugin_version=None,
+        plugin_hash=None,
+        plugin_dir=str(options.plugin_dir.resolve()),
+        fixture_hash=frozen.get("fixture"),
+        scenario_hash=scenario.sha256,
+        rubric_hash=frozen.get("judge_rubric"),
+        rules_hash=frozen.get("checker_rules"),
+        manifest_json=json.dumps(frozen, sort_keys=True),
+        confinement=confinement,
+        stderr="",
+        n_lines=0,
+        n_malformed=0,
+        recorder_version=__version__,
+        host=socket.gethostname(),
+        options_json=json.dumps(opts, sort_keys=True, default=str),
+    )
+
+
+def _int(v: object) -> int | None:
+    return int(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+def _final_run(run: RunRecord, s: SessionResult, client: Path) -> RunRecord:
+    summ = s.summary
+    result = summ.result or {}
+    usage = summ.usage
+    cost = result.get("total_cost_usd")
+    return run.model_copy(
+        update={
+            "started_at": s.started_at,
+            "ended_at": s.ended_at,
+            "duration_ms": s.duration_ms,
+            "exit_code": s.exit_code,
+            "outcome": s.outcome,
+            "outcome_detail": s.detail,
+            "reached_model": summ.reached_model,
+            "hook_seen": summ.hook_seen,
+            "hook_note": summ.hook_note,
+            "model_id": summ.model_id,
+            "client_version": summ.client_version or client_version(client),
+            "session_id": summ.session_id,
+            "result_subtype": result.get("subtype") if result else None,
+            "num_turns": _int(result.get("num_turns")),
+            "cost_usd": float(cost) if isinstance(cost, int | float) else None,
+            "input_tokens": _int(usage.get("input_tokens")),
+            "output_tokens": _int(usage.get("output_tokens")),
+            "cache_read_tokens": _int(usage.get("cache_read_input_tokens")),
+            "cache_creation_tokens": _int(usage.get("cache_creation_input_tokens")),
+            "api_retries": summ.api_retries,
+            "stderr": s.stderr,
+            "n_lines": summ.n_lines,
+            "n_malformed": summ.n_malformed,
+        }
+    )

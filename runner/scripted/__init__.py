@@ -1,0 +1,1 @@
+"""The scripted model: a loopback Messages API server playing named policies."""

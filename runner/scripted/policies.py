@@ -1,0 +1,293 @@
+"""Scripted model policies: small programs that play an agent, acting on what the tools really returned.
+
+A policy is a generator: it yields an action (a tool call or the final answer) and receives the
+tool's result text. The server is stateless between requests, so each request replays the
+conversation so far into a fresh generator (same seed, same draws) to reach the next action.
+
+Policies never read the Task block: they know the scenario only through its `policy:` hints
+(which file the task concerns, what an ideal agent would search or record), and they learn the
+plugin's CLI location from the SessionStart note the client put in front of them.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import shlex
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+from typing import Any
+
+from evalb.errors import PolicyError
+from evalb.scenarios import PolicyHints
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """Call a client tool; `preface` is optional text sent before it in the same message."""
+
+    name: str
+    input: dict[str, Any]
+    preface: str | None = None
+
+
+@dataclass(frozen=True)
+class Final:
+    """End the turn with this text."""
+
+    text: str
+
+
+Action = ToolCall | Final
+Program = Generator[Action, str, None]
+
+
+@dataclass
+class Observation:
+    """What the model sees besides tool results: the SessionStart note and the working directory."""
+
+    hook_note: str | None = None
+    cwd: str | None = None
+
+
+@dataclass
+class RepContext:
+    """Everything a policy may know about its rep (registered with the server by the runner)."""
+
+    variant: str
+    kind: str  # "write" | "retrieval" | "judge"
+    hints: PolicyHints | None
+    policy: str
+    params: dict[str, float] = field(default_factory=dict)
+    seed: int = 0
+
+
+# --- reading tool output ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class AdrEntry:
+    id: str
+    status: str
+    title: str
+    path: str
+    note: str = ""
+
+
+_ENTRY = re.compile(r"^ADR-(\d{4})\t(\w+)\t([^\t]*)\t(\S+)(?:\t(.*))?$", re.M)
+_ADR_FILE = re.compile(r"(?:^|[\s/])(docs/adr/(\d{4})-[\w.-]+\.md)")
+_BIN = re.compile(r"(/[^\s'\"`]+?/bin)(?:/adr-[\w-]+)?(?=[\s'\"`.,;:)]|$)")
+_DECISION = re.compile(r"^## Decision\s*\n(.*?)(?=^## |\Z)", re.S | re.M)
+_CREATED = re.compile(r"Created (docs/adr/\S+\.md) \(ADR-(\d{4})\)")
+
+
+def parse_entries(output: str) -> list[AdrEntry]:
+    """ADR lines printed by `adr-search` / `adr-list` (tab-separated contract of the plugin)."""
+    return [AdrEntry(m[0], m[1], m[2], m[3], m[4] or "") for m in _ENTRY.findall(output)]
+
+
+def plugin_bin(note: str | None) -> str | None:
+    """The plugin's CLI directory as the SessionStart note names it, if it does."""
+    if not note:
+        return None
+    m = _BIN.search(note)
+    return m.group(1) if m else None
+
+
+def decision_text(adr_body: str) -> str:
+    """The first paragraph of an ADR's Decision section, on one line."""
+    m = _DECISION.search(adr_body)
+    text = (m.group(1) if m else adr_body).strip().split("\n\n")[0]
+    return " ".join(text.split())
+
+
+def _bash(cmd: str, preface: str | None = None) -> ToolCall:
+    return ToolCall("Bash", {"command": cmd, "description": cmd.split()[0].rsplit("/", 1)[-1]}, preface)
+
+
+def _need_hints(ctx: RepContext) -> PolicyHints:
+    if ctx.hints is None:
+        raise PolicyError(f"policy {ctx.policy!r} needs scenario hints for {ctx.variant}")
+    return ctx.hints
+
+
+# --- building blocks --------------------------------------------------------------------------------
+def _consult(ctx: RepContext, obs: Observation, hints: PolicyHints) -> Generator[Action, str, list[AdrEntry]]:
+    """Search the decision records the way the plugin offers (CLI), or by hand without it."""
+    bindir = plugin_bin(obs.hook_note)
+    preface = "Before changing anything, let me check whether a recorded decision covers this."
+    if bindir:
+        if hints.search_file:
+            query = f"--file {shlex.quote(hints.search_file)}"
+        else:
+            query = f"--topic {shlex.quote(hints.search_topic or hints.touch_file)}"
+        out = yield _bash(f"{bindir}/adr-search {query}", preface)
+        return parse_entries(out)
+    words = (hints.search_topic or "").split()
+    pattern = "|".join(re.escape(w) for w in words) or "."
+    out = yield _bash(f"grep -ilE {shlex.quote(pattern)} docs/adr/*.md", preface)
+    entries = []
+    for path, adr_id in _ADR_FILE.findall(out):
+        body = yield _bash(f"cat {path}")
+        status = "Superseded" if re.search(r"^status:\s*Superseded", body, re.M) else "Accepted"
+        entries.append(AdrEntry(adr_id, status, "", path))
+    return entries
+
+
+def _cite(entry: AdrEntry, body: str, superseded: list[AdrEntry], conflict: bool) -> str:
+    decision = decision_text(body)
+    title = f" ({entry.title})" if entry.title else ""
+    parts = [
+        f"Before making this change I checked the project's recorded decisions. ADR-{entry.id}{title} is in force: {decision}"
+    ]
+    if conflict:
+        parts.append(
+            f"The requested change conflicts with ADR-{entry.id}, so I have not made it. If you still want it, "
+            f"we should first record a new decision that supersedes ADR-{entry.id}."
+        )
+    for s in superseded:
+        parts.append(f"(ADR-{s.id} is an older record that has been superseded; it no longer applies.)")
+    return "\n\n".join(parts)
+
+
+def _read(path: str) -> ToolCall:
+    return _bash(f"cat {shlex.quote(path)}")
+
+
+# --- policies -----------------------------------------------------------------------------------------
+def oracle(ctx: RepContext, obs: Observation) -> Program:
+    """What an ideal agent does: consult the records, then cite the live one or record the decision."""
+    hints = _need_hints(ctx)
+    if ctx.kind == "write":
+        yield from _record(ctx, obs, hints)
+    else:
+        yield from _retrieve(ctx, obs, hints, cite_correctly=True)
+
+
+def oblivious(ctx: RepContext, obs: Observation) -> Program:
+    """Never consults the decision records: reads the code and answers."""
+    hints = _need_hints(ctx)
+    yield _read(hints.touch_file)
+    yield Final(
+        f"I've looked at {hints.touch_file}; the change is straightforward and I've gone ahead with it."
+    )
+
+
+def stochastic(ctx: RepContext, obs: Observation) -> Program:
+    """Consults with p_consult; then cites correctly with p_cite (R) or records / proposes (W)."""
+    hints = _need_hints(ctx)
+    rng = random.Random(ctx.seed)
+    p = {"p_consult": 0.7, "p_cite": 0.8, "p_record": 0.5, "p_propose": 0.3, **ctx.params}
+    consult, u = rng.random() < p["p_consult"], rng.random()
+    if not consult:
+        yield from oblivious(ctx, obs)
+        return
+    if ctx.kind == "write":
+        if u < p["p_record"]:
+            yield from _record(ctx, obs, hints)
+        else:
+            yield from _consult(ctx, obs, hints)
+            yield _read(hints.touch_file)
+            if u < p["p_record"] + p["p_propose"]:
+                yield Final(
+                    f"Done. This is a consequential choice: shall I record it as a decision record "
+                    f'("{hints.record_title}") so later changes can find it?'
+                )
+            else:
+                yield Final(f"Done: the change is in {hints.touch_file}.")
+    else:
+        yield from _retrieve(ctx, obs, hints, cite_correctly=u < p["p_cite"])
+
+
+def _retrieve(ctx: RepContext, obs: Observation, hints: PolicyHints, *, cite_correctly: bool) -> Program:
+    entries = yield from _consult(ctx, obs, hints)
+    yield _read(hints.touch_file)
+    live = [e for e in entries if e.status.lower() == "accepted"]
+    superseded = [e for e in entries if e.status.lower() == "superseded"]
+    target = hints.search_file or hints.search_topic or hints.touch_file
+    if not entries:
+        yield Final(
+            f"I found no recorded decision that governs {target}, so nothing stands in the way; I'll make the change."
+        )
+        return
+    if cite_correctly and live:
+        body = yield _read(live[0].path)
+        yield Final(_cite(live[0], body, superseded, conflict=True))
+        return
+    # A plausible mistake: rely on the last record found, whatever its status, without flagging a conflict.
+    wrong = entries[-1]
+    body = yield _read(wrong.path)
+    yield Final(
+        f"ADR-{wrong.id} describes how this works: {decision_text(body)} I've made the change accordingly."
+    )
+
+
+def _record(ctx: RepContext, obs: Observation, hints: PolicyHints) -> Program:
+    yield _read(hints.touch_file)
+    entries = yield from _consult(ctx, obs, hints)
+    bindir = plugin_bin(obs.hook_note)
+    title = hints.record_title or f"Decision about {hints.touch_file}"
+    if not bindir:
+        yield Final(f'Done. This choice deserves a decision record; I propose recording it as "{title}".')
+        return
+    cmd = [f"{bindir}/adr-new", title, "--governs", hints.touch_file]
+    cmd += [
+        "--context",
+        f"The change to {hints.touch_file} needed a choice the team will want to find later.",
+    ]
+    cmd += ["--decision", title + "."]
+    live_ids = {e.id for e in entries if e.status.lower() == "accepted"}
+    if hints.record_supersedes and hints.record_supersedes in live_ids:
+        cmd += ["--supersedes", hints.record_supersedes]
+    out = yield _bash(shlex.join(cmd))
+    m = _CREATED.search(out)
+    if m:
+        yield Final(f"Done. I recorded the decision as ADR-{m.group(2)} ({m.group(1)}).")
+    else:
+        yield Final(
+            f'Done. Recording the decision failed ({out.strip()[:200]}); I propose recording it as "{title}".'
+        )
+
+
+# --- the judge ----------------------------------------------------------------------------------------
+_PROPOSAL = re.compile(
+    r"\b(ADR-?\d*|decision record|record (?:this|the|it as a) decision|recorded the decision|"
+    r"(?:shall|should) I record|propose recording|document (?:this|the) decision)\b",
+    re.I,
+)
+
+
+def judge_verdict(prompt: str) -> str:
+    """YES when the fenced final message proposes, asks to, or did record the decision."""
+    m = re.search(r"<final_message[^>]*>(.*)</final_message[^>]*>", prompt, re.S)
+    body = m.group(1) if m else prompt
+    return "YES" if _PROPOSAL.search(body) else "NO"
+
+
+PolicyFn = Callable[[RepContext, Observation], Program]
+POLICIES: dict[str, PolicyFn] = {"oracle": oracle, "oblivious": oblivious, "stochastic": stochastic}
+PARAMS = {"p_consult", "p_cite", "p_record", "p_propose", "seed"}
+
+
+def parse_model(model: str) -> tuple[str, dict[str, float]]:
+    """`scripted:NAME[:k=v,k=v]` -> (NAME, params); clear errors for unknown names or params."""
+    if not model.startswith("scripted:"):
+        raise PolicyError(f"{model!r} is not a scripted model", hint="use scripted:POLICY")
+    rest = model.removeprefix("scripted:")
+    name, _, raw = rest.partition(":")
+    if name not in POLICIES and name != "judge":
+        raise PolicyError(
+            f"unknown scripted policy {name!r}", hint=f"choose one of: {', '.join([*POLICIES, 'judge'])}"
+        )
+    params: dict[str, float] = {}
+    for item in filter(None, raw.split(",")):
+        key, _, value = item.partition("=")
+        if key not in PARAMS:
+            raise PolicyError(
+                f"unknown parameter {key!r} in {model!r}", hint=f"known: {', '.join(sorted(PARAMS))}"
+            )
+        try:
+            params[key] = float(value)
+        except ValueError as e:
+            raise PolicyError(f"parameter {key} in {model!r} needs a number, got {value!r}") from e
+        if key.startswith("p_") and not 0 <= params[key] <= 1:
+            raise PolicyError(f"parameter {key} in {model!r} must be between 0 and 1")
+    return name, params
