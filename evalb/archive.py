@@ -268,7 +268,7 @@ class InflightRun:
         try:
             self._lock_fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
-            self._journal = open(self.journal_path, "a", encoding="utf-8")
+            self._journal = open(self.journal_path, "a", encoding="utf-8")  # noqa: SIM115 - lives as long as the rep
             tmp = self.meta_path.with_suffix(".json.tmp")
             tmp.write_text(run.model_dump_json())
             os.replace(tmp, self.meta_path)

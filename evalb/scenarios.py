@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from enum import Enum
+from enum import StrEnum
 from functools import cache
 from pathlib import Path
 from typing import Literal
@@ -34,7 +34,7 @@ DEFAULT_CONFLICT_PATTERNS = [
 ]
 
 
-class ScenarioKind(str, Enum):
+class ScenarioKind(StrEnum):
     """W scenarios test the write trigger, R scenarios retrieval."""
 
     write = "write"

@@ -6,6 +6,7 @@ everything it started (its Bash tool's children, bwrap) at once.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -48,10 +49,8 @@ def _kill_group(proc: subprocess.Popen[bytes], grace: float = 2.0) -> None:
         try:
             proc.wait(timeout=grace)
             # the leader is gone; make sure no child of the group survives it
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             return
         except subprocess.TimeoutExpired:
             continue
