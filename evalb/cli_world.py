@@ -1,0 +1,87 @@
+"""`evalb sandbox`, `evalb build-graph`, `evalb manifest [diff FILE]`: thin commands over the world library."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from evalb import graph, manifest, paths, sandbox
+from evalb.cli_errors import new_app
+
+app = new_app("The eval's world: sandboxes, the fixture's code graph, the integrity manifest.")
+manifest_app = typer.Typer(
+    help="Print the content hashes of the frozen parts as JSON (`manifest diff FILE` compares).",
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    invoke_without_command=True,
+)
+app.add_typer(manifest_app, name="manifest")
+
+
+def _jsonable(obj: object) -> dict:
+    return {k: str(v) if isinstance(v, Path) else v for k, v in asdict(obj).items()}  # type: ignore[call-overload]
+
+
+@app.command("sandbox")
+def sandbox_cmd(
+    variant: Annotated[str, typer.Argument(help="Scenario variant, e.g. R2 or R4-nograph.")],
+    dest: Annotated[Path, typer.Argument(help="Directory to create (must not exist or be empty).")],
+    plugin_dir: Annotated[
+        Path | None, typer.Option("--plugin-dir", help="Plugin under test (default: the reference os-adr).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the sandbox info as JSON.")] = False,
+) -> None:
+    """Build a fresh git-initialised sandbox of the fixture for one scenario variant."""
+    info = sandbox.build_sandbox(variant, dest, plugin_dir=plugin_dir)
+    if as_json:
+        typer.echo(json.dumps(_jsonable(info), indent=2))
+    else:
+        typer.echo(
+            f"sandbox {info.variant} at {info.path} (graph: {'yes' if info.graph else 'no'}, "
+            f"commit {info.head_commit[:12]}, {info.seconds:.3f} s)"
+        )
+
+
+@app.command("build-graph")
+def build_graph_cmd(
+    project: Annotated[Path, typer.Option("--project", help="Project to graph.")] = paths.FIXTURE_PROJECT,
+) -> None:
+    """Rebuild the fixture's graphify-out/ from scratch and check the R4 one-hop invariant."""
+    info = graph.build_graph(project)
+    typer.echo(
+        f"graph {info.graph_json}: {info.nodes} nodes, {info.links} links; "
+        f"{graph.R4_CHANGED} is {info.r4_hops} hop from {graph.R4_GOVERNED} (ok); {info.seconds:.1f} s"
+    )
+
+
+@manifest_app.callback()
+def manifest_cmd(
+    ctx: typer.Context,
+    plugin_dir: Annotated[
+        Path | None, typer.Option("--plugin-dir", help="Plugin to hash (default: the reference os-adr).")
+    ] = None,
+) -> None:
+    """Print the frozen-part hashes as JSON."""
+    ctx.obj = plugin_dir
+    if ctx.invoked_subcommand is None:
+        typer.echo(json.dumps(manifest.frozen_manifest(plugin_dir=plugin_dir), indent=2, sort_keys=True))
+
+
+@manifest_app.command("diff")
+def manifest_diff_cmd(
+    ctx: typer.Context,
+    file: Annotated[Path, typer.Argument(help="A saved manifest (JSON).")],
+) -> None:
+    """Say which frozen parts changed since FILE; exit 1 if any did."""
+    old = manifest.load_manifest(file)
+    changed = manifest.diff_manifests(old, manifest.frozen_manifest(plugin_dir=ctx.obj))
+    if not changed:
+        typer.echo("unchanged: no frozen part differs from the saved manifest")
+        return
+    for part in changed:
+        typer.echo(f"changed: {part}")
+    raise typer.Exit(1)
