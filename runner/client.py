@@ -168,11 +168,7 @@ def classify(
             return "completed", f"result {result.get('subtype')} after {result.get('num_turns')} turns"
     if exit_code is not None and exit_code < 0:
         return "crashed", f"the client was killed by signal {-exit_code}"
-    if summary.api_retries and not summary.reached_model:
-        return "client_error", f"the client gave up after {summary.api_retries} API retries"
-    if summary.reached_model and result is None:
-        return (
-            "client_error",
-            f"the client exited {exit_code} without a result event after the model had spoken",
-        )
+    if summary.api_retries:
+        when = "after the model had spoken" if summary.reached_model else "before the model's first turn"
+        return "client_error", f"the client gave up after {summary.api_retries} API retries ({when})"
     return "crashed", f"the client exited {exit_code} without a result event"

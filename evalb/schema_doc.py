@@ -1,0 +1,43 @@
+"""Keeps docs/archive.md's column tables equal to the schema: `python -m evalb.schema_doc [--check]`."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+from evalb import paths
+from evalb.schema import TABLES, polars_schema
+
+DOC = paths.REPO_ROOT / "docs" / "archive.md"
+_BLOCK = re.compile(r"(<!-- columns:(\w+) -->\n)(.*?)(<!-- /columns -->)", re.S)
+
+
+def column_table(table: str) -> str:
+    """A Markdown table of a table's columns: name, Parquet/Polars type, description."""
+    schema = polars_schema(table)
+    rows = ["| column | type | meaning |", "| --- | --- | --- |"]
+    for name, field in TABLES[table].model_fields.items():
+        rows.append(f"| `{name}` | {schema[name]} | {field.description or ''} |")
+    return "\n".join(rows) + "\n"
+
+
+def render(text: str) -> str:
+    return _BLOCK.sub(lambda m: m.group(1) + column_table(m.group(2)) + m.group(4), text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    text = DOC.read_text()
+    new = render(text)
+    if "--check" in argv:
+        if new != text:
+            print(f"{DOC} is out of date: run python -m evalb.schema_doc", file=sys.stderr)
+            return 1
+        return 0
+    Path(DOC).write_text(new)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""Shared fixtures: archives recorded with the real Claude Code client against the scripted model.
+
+They are session-scoped (recording takes tens of seconds) and built lazily, only for the tests
+that ask for them. Tests must treat them as read-only: copy one (`copy_archive`) to change it.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from evalb.archive import Archive
+from runner.grid import GridReport, expand, plugin_hash_of, run_grid
+from runner.record import RecordOptions
+
+GOLDEN = Path(__file__).parent / "runner" / "golden"
+
+
+def record_grid(
+    archive: Path, scenarios: list[str], models: list[str], reps: int, *, jobs: int = 2, **options: object
+) -> GridReport:
+    """Record a grid with the real client (the test-suite twin of `evalb-record run`)."""
+    opts = RecordOptions(**options)  # type: ignore[arg-type]
+    slots = expand(scenarios, models, reps, plugin_hash_of(opts.plugin_dir))
+    return run_grid(slots, Archive(archive), opts, jobs=jobs, progress_stream=None)
+
+
+@pytest.fixture(scope="session")
+def demo_archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """All 8 variants × scripted:oracle × 2 reps, plus × scripted:oblivious × 1 rep (24 reps)."""
+    root = tmp_path_factory.mktemp("demo") / "archive"
+    record_grid(root, ["all"], ["scripted:oracle"], 2)
+    record_grid(root, ["all"], ["scripted:oblivious"], 1)
+    return root
+
+
+@pytest.fixture(scope="session")
+def stochastic_archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """All 8 variants × scripted:stochastic × 3 reps plus × scripted:oracle × 1: real variance."""
+    root = tmp_path_factory.mktemp("stochastic") / "archive"
+    record_grid(root, ["all"], ["scripted:stochastic"], 3)
+    record_grid(root, ["all"], ["scripted:oracle"], 1)
+    return root
+
+
+@pytest.fixture
+def copy_archive(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """Copy a session archive so a test may change it."""
+
+    def copy(src: Path) -> Path:
+        dest = tmp_path / "archive-copy"
+        shutil.copytree(src, dest)
+        return dest
+
+    return copy
