@@ -1,0 +1,484 @@
+"""Fabricated transcripts: stream-json lines shaped like the client's, archived exactly as real runs are.
+
+`TranscriptBuilder` writes the event lines (hook, init, assistant blocks one per event, tool
+results, Skill launches with their synthetic user text, sub-agent events with parent_tool_use_id,
+result). `archive_transcript` turns lines + sandbox end state into a committed run through
+`evalb.transcript` and `evalb.archive`, the same path the recorder takes. The scenario-driven
+transcripts (`perfect`, `untouched`, `oblivious`, and the negative controls) are built from the
+scenario's checker metadata, its policy hints and the fixture's ADR files — never from its Task
+block, which stays held out.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evalb import paths
+from evalb.archive import Archive
+from evalb.errors import FixtureError
+from evalb.scenarios import Scenario, Variant
+from evalb.schema import SCHEMA_VERSION, ArtifactRecord, RunRecord
+from evalb.transcript import TranscriptSummary, parse_lines
+
+HOOK_NOTE = (
+    "[os-adr] This project records decisions in docs/adr/. Consult them before changing decided behaviour."
+)
+MODEL_ID = "claude-fabricated-1"
+SANDBOX = "/tmp/evalb-sandbox-fabricated"
+
+
+class TranscriptBuilder:
+    """Builds one session's stdout lines, in the order and shapes the client writes them."""
+
+    def __init__(self, *, cwd: str = SANDBOX, model: str = MODEL_ID, session_id: str | None = None) -> None:
+        self.cwd = cwd
+        self.model = model
+        self.session_id = session_id or str(uuid.uuid4())
+        self.lines: list[str] = []
+        self._msg = 0
+        self._tool = 0
+        self._turns = 0
+
+    def _emit(self, obj: dict[str, Any]) -> None:
+        obj.setdefault("session_id", self.session_id)
+        obj.setdefault("uuid", str(uuid.uuid4()))
+        self.lines.append(json.dumps(obj, ensure_ascii=False, separators=(",", ":")))
+
+    def hook(self, note: str = HOOK_NOTE, *, outcome: str = "success") -> TranscriptBuilder:
+        """The SessionStart hook's hook_started and hook_response lines."""
+        hook_id = str(uuid.uuid4())
+        common = {"hook_id": hook_id, "hook_name": "SessionStart:startup", "hook_event": "SessionStart"}
+        self._emit({"type": "system", "subtype": "hook_started", **common})
+        out = json.dumps({"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": note}})
+        self._emit(
+            {
+                "type": "system",
+                "subtype": "hook_response",
+                **common,
+                "output": out + "\n",
+                "stdout": out + "\n",
+                "stderr": "",
+                "exit_code": 0 if outcome == "success" else 1,
+                "outcome": outcome,
+            }
+        )
+        return self
+
+    def init(self) -> TranscriptBuilder:
+        """system/init with the plugin's skills listed."""
+        skills = ["os-adr:adr-new", "os-adr:adr-search"]
+        self._emit(
+            {
+                "type": "system",
+                "subtype": "init",
+                "cwd": self.cwd,
+                "tools": ["Task", "Bash", "Edit", "Read", "Write", "NotebookEdit", "Skill"],
+                "mcp_servers": [],
+                "model": self.model,
+                "permissionMode": "bypassPermissions",
+                "slash_commands": skills,
+                "skills": skills,
+                "plugins": [{"name": "os-adr", "path": "/opt/plugins/os-adr", "source": "os-adr@inline"}],
+                "claude_code_version": "2.1.197",
+                "apiKeySource": "ANTHROPIC_API_KEY",
+            }
+        )
+        return self
+
+    def _assistant(self, block: dict[str, Any], parent: str | None, new_message: bool = True) -> None:
+        if new_message:
+            self._msg += 1
+            self._turns += 1
+        self._emit(
+            {
+                "type": "assistant",
+                "message": {
+                    "id": f"msg_{self._msg:04d}",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": self.model,
+                    "content": [block],
+                    "stop_reason": None,
+                    "usage": {"input_tokens": 10, "output_tokens": 5},
+                },
+                "parent_tool_use_id": parent,
+            }
+        )
+
+    def _user(self, content: list[dict[str, Any]], parent: str | None, **extra: Any) -> None:
+        self._emit(
+            {
+                "type": "user",
+                "message": {"role": "user", "content": content},
+                "parent_tool_use_id": parent,
+                "timestamp": dt.datetime.now(dt.UTC).isoformat(),
+                **extra,
+            }
+        )
+
+    def text(self, text: str, *, parent: str | None = None) -> TranscriptBuilder:
+        """An assistant text block."""
+        self._assistant({"type": "text", "text": text}, parent)
+        return self
+
+    def tool(
+        self,
+        name: str,
+        tool_input: dict[str, Any],
+        result: str = "",
+        *,
+        is_error: bool = False,
+        parent: str | None = None,
+    ) -> str:
+        """An assistant tool_use and the user tool_result answering it; returns the tool_use id."""
+        self._tool += 1
+        tid = f"toolu_{self._tool:04d}"
+        self._assistant({"type": "tool_use", "id": tid, "name": name, "input": tool_input}, parent)
+        self._user(
+            [{"type": "tool_result", "tool_use_id": tid, "content": result, "is_error": is_error}],
+            parent,
+            tool_use_result={"stdout": result, "stderr": "", "interrupted": False},
+        )
+        return tid
+
+    def bash(self, command: str, result: str = "", *, parent: str | None = None) -> TranscriptBuilder:
+        self.tool("Bash", {"command": command, "description": "run a command"}, result, parent=parent)
+        return self
+
+    def read(self, path: str, content: str = "", *, parent: str | None = None) -> TranscriptBuilder:
+        self.tool("Read", {"file_path": f"{self.cwd}/{path}"}, content, parent=parent)
+        return self
+
+    def edit(self, path: str, *, parent: str | None = None) -> TranscriptBuilder:
+        self.tool(
+            "Edit",
+            {"file_path": f"{self.cwd}/{path}", "old_string": "a", "new_string": "b"},
+            "The file has been updated.",
+            parent=parent,
+        )
+        return self
+
+    def write(self, path: str, content: str, *, parent: str | None = None) -> TranscriptBuilder:
+        self.tool(
+            "Write", {"file_path": f"{self.cwd}/{path}", "content": content}, "File created.", parent=parent
+        )
+        return self
+
+    def skill(self, skill: str, args: str = "") -> TranscriptBuilder:
+        """A Skill call, its launch result and the synthetic user event carrying the skill's text."""
+        self.tool("Skill", {"skill": skill, "args": args}, f"Launching skill: {skill}")
+        self._user(
+            [{"type": "text", "text": f"Base directory for this skill: /opt/plugins/os-adr/skills/{skill}"}],
+            None,
+            isSynthetic=True,
+        )
+        return self
+
+    def task(self, prompt: str) -> str:
+        """Start a Task sub-agent; returns the id its events carry as parent_tool_use_id."""
+        self._tool += 1
+        tid = f"toolu_{self._tool:04d}"
+        self._assistant(
+            {
+                "type": "tool_use",
+                "id": tid,
+                "name": "Task",
+                "input": {"prompt": prompt, "description": "sub"},
+            },
+            None,
+        )
+        return tid
+
+    def task_done(self, tid: str, summary: str) -> TranscriptBuilder:
+        self._user([{"type": "tool_result", "tool_use_id": tid, "content": summary}], None)
+        return self
+
+    def result(self, text: str, *, subtype: str = "success") -> TranscriptBuilder:
+        """The final result event."""
+        self._emit(
+            {
+                "type": "result",
+                "subtype": subtype,
+                "is_error": subtype != "success",
+                "duration_ms": 1000 + 100 * self._turns,
+                "duration_api_ms": 500,
+                "num_turns": self._turns,
+                "result": text,
+                "stop_reason": "end_turn",
+                "total_cost_usd": 0.0001 * self._turns,
+                "usage": {
+                    "input_tokens": 10 * self._turns,
+                    "output_tokens": 5 * self._turns,
+                    "cache_read_input_tokens": 0,
+                    "cache_creation_input_tokens": 0,
+                },
+            }
+        )
+        return self
+
+
+@dataclass
+class SandboxFile:
+    """One file of the sandbox end state: path relative to the sandbox, git porcelain status, content."""
+
+    path: str
+    status: str
+    content: str = ""
+
+
+def archive_transcript(
+    archive: Archive,
+    lines: list[str],
+    *,
+    variant: str,
+    scenario: str,
+    model_alias: str = "fabricated",
+    rep: int = 0,
+    files: list[SandboxFile] | None = None,
+    outcome: str = "completed",
+    source: str = "selftest",
+    run_id: str | None = None,
+) -> str:
+    """Commit fabricated lines as a run, parsed and summarised exactly as the recorder does."""
+    run_id = run_id or uuid.uuid4().hex
+    summary = TranscriptSummary()
+    for line in lines:
+        summary.feed(line)
+    res = summary.result or {}
+    usage = summary.usage
+    started = dt.datetime.now(dt.UTC)
+    run = RunRecord(
+        run_id=run_id,
+        schema_version=SCHEMA_VERSION,
+        slot=f"{variant}|{model_alias}|fabricated|{rep}",
+        source=source,  # type: ignore[arg-type]
+        scenario=scenario,
+        variant=variant,
+        model_alias=model_alias,
+        model_id=summary.model_id,
+        rep=rep,
+        attempt=1,
+        started_at=started,
+        ended_at=started + dt.timedelta(seconds=1),
+        duration_ms=res.get("duration_ms"),
+        exit_code=0 if outcome == "completed" else 1,
+        outcome=outcome,
+        outcome_detail="fabricated",
+        reached_model=summary.reached_model,
+        hook_seen=summary.hook_seen,
+        hook_note=summary.hook_note,
+        client_version=summary.client_version,
+        client_path="(fabricated)",
+        session_id=summary.session_id,
+        result_subtype=res.get("subtype"),
+        num_turns=res.get("num_turns"),
+        cost_usd=res.get("total_cost_usd"),
+        input_tokens=usage.get("input_tokens"),
+        output_tokens=usage.get("output_tokens"),
+        cache_read_tokens=usage.get("cache_read_input_tokens"),
+        cache_creation_tokens=usage.get("cache_creation_input_tokens"),
+        api_retries=summary.api_retries,
+        plugin_name="os-adr",
+        plugin_version=None,
+        plugin_hash="fabricated",
+        plugin_dir=None,
+        fixture_hash=None,
+        scenario_hash=None,
+        rubric_hash=None,
+        rules_hash=None,
+        manifest_json=None,
+        confinement="n/a",
+        stderr="",
+        n_lines=summary.n_lines,
+        n_malformed=summary.n_malformed,
+        recorder_version="fabricated",
+        host="fabricated",
+        options_json="{}",
+    )
+    artifacts = [
+        ArtifactRecord(
+            run_id=run_id,
+            path=f.path,
+            kind="file",
+            git_status=f.status,
+            content=f.content,
+            sha256=None,
+            size=len(f.content.encode()),
+        )
+        for f in files or []
+    ]
+    archive.commit_run(run, parse_lines(run_id, lines), artifacts)
+    return run_id
+
+
+# --- scenario-driven transcripts ---------------------------------------------------------------
+@dataclass
+class Fabricated:
+    """Lines plus the sandbox end state they leave behind."""
+
+    lines: list[str]
+    files: list[SandboxFile]
+
+
+def load_adrs(adr_dir: Path | None = None) -> dict[str, tuple[str, str]]:
+    """ADR id -> (file name, text) from the fixture's docs/adr (or `adr_dir`)."""
+    adr_dir = adr_dir or paths.FIXTURE_PROJECT / "docs" / "adr"
+    out = {}
+    for p in sorted(adr_dir.glob("[0-9][0-9][0-9][0-9]-*.md")):
+        out[p.name[:4]] = (p.name, p.read_text(encoding="utf-8"))
+    if not out:
+        raise FixtureError(f"no ADR files (NNNN-*.md) in {adr_dir}", hint="build the fixture first")
+    return out
+
+
+def _slug(title: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")[:50] or "decision"
+
+
+def _start(sc: Scenario, hook: bool = True) -> TranscriptBuilder:
+    b = TranscriptBuilder()
+    if hook:
+        b.hook()
+    b.init()
+    b.read(sc.policy.touch_file, "# code\n")
+    return b
+
+
+def _adr_file(adrs: dict[str, tuple[str, str]], adr_id: str) -> str:
+    if adr_id not in adrs:
+        raise FixtureError(f"the fixture has no ADR {adr_id}", hint="check the scenario's correct_adr")
+    return adrs[adr_id][0]
+
+
+def _conflict_text(sc: Scenario, adrs: dict[str, tuple[str, str]], content: bool) -> str:
+    assert sc.correct_adr
+    cid = sc.correct_adr
+    parts = [
+        f"Before changing this I checked the decision records. The request conflicts with ADR-{cid} "
+        f"(docs/adr/{_adr_file(adrs, cid)}), which is still in force, so I have not changed that behaviour."
+    ]
+    if content:
+        # A perfect agent restates the decision itself: quote the ADR's body.
+        parts.append("What it decided:\n" + adrs[cid][1].strip())
+    for d in sc.distractors:
+        parts.append(f"ADR-{d} was superseded by ADR-{cid} and no longer applies.")
+    parts.append(f"Changing it would need a new ADR that supersedes ADR-{cid}; shall I draft one?")
+    return "\n\n".join(parts)
+
+
+def perfect(sc: Scenario, variant: Variant, adrs: dict[str, tuple[str, str]]) -> Fabricated:
+    """What an ideal agent does. For a variant whose expect_b is 'fail' (a degradation check such
+    as R4-nograph), the ideal agent *without the missing capability*: it consults the ADR system,
+    finds nothing that links its file to the decision, and so cannot cite it."""
+    if sc.kind.value == "write":
+        return _perfect_write(sc, adrs)
+    b = _start(sc)
+    topic = sc.policy.search_topic or sc.title
+    if variant.expect_b == "fail":
+        b.bash(f"adr-search --file {sc.policy.touch_file}", "No decision records reference this file.")
+        text = "I searched the decision records for this file and found none that covers it, so I made the change."
+        b.edit(sc.policy.touch_file).text(text).result(text)
+        return Fabricated(b.lines, [SandboxFile(sc.policy.touch_file, " M", "# changed\n")])
+    assert sc.correct_adr
+    fname = _adr_file(adrs, sc.correct_adr)
+    b.bash(f'adr-search --topic "{topic}"', f"docs/adr/{fname}")
+    b.read(f"docs/adr/{fname}", adrs[sc.correct_adr][1])
+    text = _conflict_text(sc, adrs, content=sc.match == "content")
+    b.text(text).result(text)
+    return Fabricated(b.lines, [])
+
+
+def _perfect_write(sc: Scenario, adrs: dict[str, tuple[str, str]]) -> Fabricated:
+    title = sc.policy.record_title or sc.title
+    number = f"{max(int(i) for i in adrs) + 1:04d}"
+    path = f"docs/adr/{number}-{_slug(title)}.md"
+    body = f"# {number}. {title}\n\nStatus: Accepted\n\n## Context\n\n{sc.title}\n\n## Decision\n\n{title}\n"
+    if sc.supersedes:
+        body += f"\nSupersedes: ADR-{sc.supersedes}\n"
+    b = _start(sc)
+    b.edit(sc.policy.touch_file)
+    b.skill("os-adr:adr-new", title)
+    b.bash(f'/opt/plugins/os-adr/bin/adr-new "{title}"', path)
+    b.write(path, body)
+    text = f"Done. I made the change and recorded the decision as ADR-{number} ({path})."
+    b.text(text).result(text)
+    return Fabricated(
+        b.lines, [SandboxFile(sc.policy.touch_file, " M", "# changed\n"), SandboxFile(path, "??", body)]
+    )
+
+
+def untouched(sc: Scenario) -> Fabricated:
+    """The agent ends at once: no tool calls, sandbox untouched."""
+    b = TranscriptBuilder().hook().init()
+    b.text("Done.").result("Done.")
+    return Fabricated(b.lines, [])
+
+
+def oblivious(sc: Scenario) -> Fabricated:
+    """The agent does the task on the code alone and never looks at the ADR system."""
+    b = _start(sc)
+    b.bash("grep -rn TODO lib/", "lib/relay.rb:3: # TODO")
+    b.edit(sc.policy.touch_file)
+    text = f"Done: I updated {sc.policy.touch_file} as requested."
+    b.text(text).result(text)
+    return Fabricated(b.lines, [SandboxFile(sc.policy.touch_file, " M", "# changed\n")])
+
+
+def prose_only(sc: Scenario, adrs: dict[str, tuple[str, str]]) -> Fabricated:
+    """Control: a perfect answer in words (naming docs/adr paths) without any tool call on the ADRs."""
+    b = _start(sc)
+    text = _conflict_text(sc, adrs, content=sc.match == "content") + "\nSee docs/adr/ for the record."
+    b.text(text).result(text)
+    return Fabricated(b.lines, [])
+
+
+def live_distractor(sc: Scenario, adrs: dict[str, tuple[str, str]]) -> Fabricated:
+    """Control: the correct ADR is cited, but a superseded distractor is cited as if it still held."""
+    assert sc.distractors and sc.correct_adr
+    b = _start(sc)
+    fname = _adr_file(adrs, sc.correct_adr)
+    b.bash("ls docs/adr", "\n".join(v[0] for v in adrs.values()))
+    d = sc.distractors[0]
+    text = (
+        f"Per ADR-{d} we must keep the current behaviour, so this request conflicts with it. "
+        f"ADR-{sc.correct_adr} (docs/adr/{fname}) says the same."
+    )
+    b.text(text).result(text)
+    return Fabricated(b.lines, [])
+
+
+def wrong_content(sc: Scenario, adrs: dict[str, tuple[str, str]]) -> Fabricated:
+    """Control (match=content): cites the right ADR but states a different convention."""
+    assert sc.correct_adr
+    b = _start(sc)
+    fname = _adr_file(adrs, sc.correct_adr)
+    b.read(f"docs/adr/{fname}", "(not quoted here)")
+    text = (
+        f"This conflicts with ADR-{sc.correct_adr}: timestamps are stored as local server time, "
+        "as Unix epoch seconds."
+    )
+    b.text(text).result(text)
+    return Fabricated(b.lines, [])
+
+
+def no_hook(sc: Scenario, variant: Variant, adrs: dict[str, tuple[str, str]]) -> Fabricated:
+    """Control: a perfect transcript whose session never saw the SessionStart hook."""
+    fab = perfect(sc, variant, adrs)
+    lines = [ln for ln in fab.lines if '"subtype":"hook_' not in ln]
+    return Fabricated(lines, fab.files)
+
+
+def proposes_in_prose(sc: Scenario) -> Fabricated:
+    """W: no ADR file written, but the final message offers to record the decision (judge path)."""
+    b = _start(sc)
+    b.bash("ls docs/adr", "0001-x.md")
+    b.edit(sc.policy.touch_file)
+    text = "Done. This is a consequential choice: shall I record it as a new ADR in docs/adr?"
+    b.text(text).result(text)
+    return Fabricated(b.lines, [SandboxFile(sc.policy.touch_file, " M", "# changed\n")])

@@ -1,0 +1,172 @@
+"""evalb-self-test: the model-free harness self-test, both directions for every variant plus negative controls.
+
+Every case is a fabricated transcript (analysis.fabricate) committed to a temporary archive and
+scored by the very queries real runs go through (analysis.checker.score_archive). Task blocks are
+never read: `Scenario.task_prompt` is made to raise for the whole self-test. The judge is the
+built-in keyword judge, so no model is ever called.
+
+"Both directions" per variant: the ideal agent's transcript must give the variant's expected
+verdict and the untouched/oblivious ones must FAIL. For a degradation variant (expect_b: fail,
+e.g. R4-nograph) the ideal agent *without the missing capability* consults the ADRs but cannot
+reach the decision, so it must give A PASS, B FAIL; and the base scenario's ideal transcript,
+scored under the degradation variant, must PASS, which shows its B FAIL is not hard-wired.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import polars as pl
+import typer
+
+from analysis import fabricate as fab
+from analysis.checker import score_archive
+from analysis.judge import KeywordJudge
+from evalb.archive import Archive
+from evalb.cli_errors import run_cli
+from evalb.scenarios import Scenario, load_scenarios
+
+
+@dataclass
+class Case:
+    """One fabricated run and what the checker must say about it (None = not asserted)."""
+
+    name: str
+    variant: str
+    scenario: str
+    made: fab.Fabricated
+    expect_a: str | None
+    expect_b: str | None
+    expect_verdict: str
+    run_id: str = ""
+
+
+@contextlib.contextmanager
+def task_blocks_forbidden() -> Iterator[None]:
+    """Make any attempt to read a held-out Task block fail loudly while the self-test runs."""
+
+    def refuse(self: Scenario) -> str:
+        raise RuntimeError(f"the self-test must never read the Task block of {self.id}")
+
+    original = Scenario.task_prompt
+    Scenario.task_prompt = refuse  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        Scenario.task_prompt = original  # type: ignore[method-assign]
+
+
+def build_cases(scenarios: list[Scenario], adrs: dict[str, tuple[str, str]]) -> list[Case]:
+    """Both directions for every variant, then the negative controls."""
+    cases: list[Case] = []
+    for sc in scenarios:
+        base = sc.all_variants()[0]
+        for v in sc.all_variants():
+            good = "PASS" if v.expect_b == "pass" else "FAIL"
+            cases.append(Case("perfect", v.id, sc.id, fab.perfect(sc, v, adrs), "PASS", good, good))
+            cases.append(Case("untouched", v.id, sc.id, fab.untouched(sc), "FAIL", "FAIL", "FAIL"))
+            cases.append(Case("oblivious", v.id, sc.id, fab.oblivious(sc), "FAIL", "FAIL", "FAIL"))
+            if v.expect_b == "fail":
+                made = fab.perfect(sc, base, adrs)
+                cases.append(Case(f"{base.id}-perfect", v.id, sc.id, made, "PASS", "PASS", "PASS"))
+        if sc.kind.value == "write":
+            cases.append(
+                Case("proposes-in-prose", sc.id, sc.id, fab.proposes_in_prose(sc), "PASS", "PASS", "PASS")
+            )
+        else:
+            cases.append(Case("prose-only", sc.id, sc.id, fab.prose_only(sc, adrs), "FAIL", None, "FAIL"))
+            if sc.distractors:
+                made = fab.live_distractor(sc, adrs)
+                cases.append(Case("distractor-live", sc.id, sc.id, made, "PASS", "FAIL", "FAIL"))
+            if sc.match == "content":
+                made = fab.wrong_content(sc, adrs)
+                cases.append(Case("wrong-content", sc.id, sc.id, made, "PASS", "FAIL", "FAIL"))
+        cases.append(Case("no-hook", sc.id, sc.id, fab.no_hook(sc, base, adrs), None, None, "INVALID"))
+    return cases
+
+
+def _ab(v: bool | None) -> str:
+    return "-" if v is None else ("PASS" if v else "FAIL")
+
+
+def run_selftest(
+    workdir: Path, *, scenarios_dir: Path | None = None, adr_dir: Path | None = None
+) -> pl.DataFrame:
+    """Fabricate, archive and score every case under `workdir`; one row per case with `ok`."""
+    with task_blocks_forbidden():
+        scenarios = load_scenarios(scenarios_dir)
+        cases = build_cases(scenarios, fab.load_adrs(adr_dir))
+        archive = Archive(workdir / "archive")
+        archive.ensure()
+        for i, c in enumerate(cases):
+            c.run_id = fab.archive_transcript(
+                archive,
+                c.made.lines,
+                variant=c.variant,
+                scenario=c.scenario,
+                model_alias=c.name,
+                rep=i,
+                files=c.made.files,
+            )
+        scored = score_archive(archive.root, judge=KeywordJudge(), scenarios_dir=scenarios_dir)
+    by_run = {r["run_id"]: r for r in scored.scores.iter_rows(named=True)}
+    rows = []
+    for c in cases:
+        s = by_run[c.run_id]
+        got = (_ab(s["axis_a"]), _ab(s["axis_b"]), s["verdict"])
+        want = (c.expect_a, c.expect_b, c.expect_verdict)
+        ok = all(w is None or w == g for w, g in zip(want, got, strict=True))
+        rows.append(
+            {
+                "variant": c.variant,
+                "case": c.name,
+                "expect": "/".join(w or "*" for w in want),
+                "got": "/".join(got),
+                "ok": ok,
+                "reasons": s["reasons"],
+            }
+        )
+    return pl.DataFrame(rows)
+
+
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help="Model-free harness self-test.")
+
+
+@app.command()
+def selftest(
+    workdir: Annotated[
+        Path | None, typer.Argument(help="Keep the self-test archive here (default: a temp dir).")
+    ] = None,
+    scenarios: Annotated[Path | None, typer.Option(help="Scenario directory (default: scenarios/).")] = None,
+    adrs: Annotated[
+        Path | None, typer.Option(help="ADR directory (default: the fixture's docs/adr).")
+    ] = None,
+) -> None:
+    """Fabricate perfect, untouched and control transcripts; score them; exit 0 only if all hold."""
+    with contextlib.ExitStack() as stack:
+        if workdir is None:
+            workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="evalb-selftest-")))
+        table = run_selftest(workdir, scenarios_dir=scenarios, adr_dir=adrs)
+    width = max(len(c) for c in table["case"].to_list())
+    print(f"{'variant':<11} {'case':<{width}} {'expect A/B/verdict':<20} {'got':<20} ok")
+    for r in table.iter_rows(named=True):
+        mark = "ok" if r["ok"] else "MISMATCH  " + r["reasons"]
+        print(f"{r['variant']:<11} {r['case']:<{width}} {r['expect']:<20} {r['got']:<20} {mark}")
+    bad = table.filter(~pl.col("ok")).height
+    print(f"{table.height - bad}/{table.height} cases hold", file=sys.stderr)
+    raise typer.Exit(1 if bad else 0)
+
+
+def main() -> None:
+    """Entry point `evalb-self-test`."""
+    run_cli(app)
+
+
+if __name__ == "__main__":
+    main()
