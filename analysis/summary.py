@@ -1,0 +1,51 @@
+"""The per-cell summary printed after a grid: pass rates with intervals, per axis, invalid runs apart."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from analysis.frames import load_scores
+from analysis.stats import cell_table, grid_table
+
+
+def _pct(v: float | None) -> str:
+    return "   -" if v is None else f"{100 * v:3.0f}%"
+
+
+def _interval(lo: float | None, hi: float | None) -> str:
+    return "[   -,    -]" if lo is None or hi is None else f"[{100 * lo:3.0f}%, {100 * hi:3.0f}%]"
+
+
+def summary_text(root: Path | str, conf: float = 0.95) -> str:
+    """A fixed-width text table: one line per cell, then Miller's grid mean per model × plugin."""
+    scores = load_scores(root)
+    if scores.is_empty():
+        return "no scored runs (run evalb-score first)\n"
+    cells = cell_table(scores, conf=conf)
+    head = f"{'variant':<11} {'model':<22} {'plugin':<8} {'valid':>5} {'inv':>3}  {'pass':>10} {'95% CI':>12}  {'A':>4} {'B':>4}  class"
+    lines = [head, "-" * len(head)]
+    for c in cells.iter_rows(named=True):
+        lines.append(
+            f"{c['variant']:<11} {c['model_alias']:<22} {str(c['plugin_hash'])[:8]:<8} {c['n_valid']:>5} "
+            f"{c['n_invalid']:>3}  {c['passes']:>3}/{c['n_valid']:<2} {_pct(c['rate'])} {_interval(c['lo'], c['hi'])}  "
+            f"{_pct(c['a_rate'])} {_pct(c['b_rate'])}  {c['klass']}"
+        )
+    grid = grid_table(scores, conf=conf)
+    lines.append("")
+    lines.append("grid pass rate (primary variants; mean over scenarios of mean over reps, Miller 2024):")
+    for g in grid.sort("model_alias").iter_rows(named=True):
+        se = g["se"]
+        se_txt = "n/a" if se is None else f"{100 * se:.1f} pts"
+        lines.append(
+            f"  {g['model_alias']:<22} {str(g['plugin_hash'])[:8]:<8} {_pct(g['mean'])}  SE {se_txt}  "
+            f"{int(conf * 100)}% CI {_interval(g['lo'], g['hi'])}  over {g['n_scenarios']} scenarios, "
+            f"{g['reps_mean']:.1f} reps each"
+        )
+    invalid = scores.filter(~pl.col("valid").fill_null(False))
+    if invalid.height:
+        lines.append(
+            f"\n{invalid.height} invalid runs excluded from every rate (see evalb-score for reasons)"
+        )
+    return "\n".join(lines) + "\n"
