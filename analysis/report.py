@@ -1,0 +1,277 @@
+"""The static HTML report: grid and cell tables with error bars, charts, paired comparisons, a rep
+plan, costs, and a drill-down from every run to its transcript with the deciding events highlighted.
+
+One self-contained file: plotly.js is inlined once, so it opens offline from disk. `render_report`
+is pure (frames in, HTML out); `build_report` reads an archive and writes the file.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+import itertools
+import math
+from pathlib import Path
+
+import polars as pl
+
+from analysis import plots
+from analysis.costs import cell_costs, plan_cost
+from analysis.frames import load_scores
+from analysis.paired import PairedResult, compare, compare_table
+from analysis.power import components_from_pilot, plan_table, power_curve
+from analysis.stats import cell_table, grid_table
+from evalb.archive import connect
+
+EVENT_COLUMNS = (
+    "run_id",
+    "seq",
+    "block_index",
+    "type",
+    "subtype",
+    "block_type",
+    "tool_name",
+    "tool_input",
+    "text",
+)
+TEXT_LIMIT = 1500  # characters of an event's text shown; the archive keeps it all
+PLAN_REPS = [1, 2, 3, 5, 8, 10, 15, 20, 30]
+GRID_COLUMNS = (
+    "model_alias", "plugin_hash", "axis", "mean", "lo", "hi", "se", "se_clustered", "n_clusters",
+    "se_reps_only", "var_within", "var_between", "n_scenarios", "reps_mean",
+)  # fmt: skip
+CELL_COLUMNS = (
+    "variant", "model_alias", "plugin_hash", "n_runs", "n_invalid", "n_valid", "passes", "rate", "lo", "hi",
+    "klass", "a_passes", "a_rate", "a_lo", "a_hi", "b_passes", "b_rate", "b_lo", "b_hi",
+)  # fmt: skip
+PAIR_COLUMNS = (
+    "within", "by", "a", "b", "n_pairs", "mean_a", "mean_b", "diff", "lo", "hi", "se", "p_value", "corr",
+    "se_unpaired", "se_reps_only",
+)  # fmt: skip
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2rem auto;max-width:1200px;color:#222;padding:0 1rem}
+h1{font-size:1.6rem}h2{margin-top:2.5rem;border-bottom:1px solid #ddd;padding-bottom:.3rem}
+table{border-collapse:collapse;font-size:.85rem;margin:.5rem 0 1rem}
+th,td{border:1px solid #ddd;padding:.25rem .5rem;text-align:left;vertical-align:top}
+th{background:#f4f4f4}td.num{text-align:right;font-variant-numeric:tabular-nums}
+tr.ev-a td{background:#fff3c4}tr.ev-b td{background:#d6ecff}tr.ev-a.ev-b td{background:#e3d7ff}
+.PASS{color:#1a7f37;font-weight:600}.FAIL{color:#c62828;font-weight:600}.INVALID{color:#777;font-weight:600}
+.note{color:#555;font-size:.9rem;max-width:60rem}
+details{margin:.3rem 0;border:1px solid #eee;padding:.3rem .6rem}details[open]{background:#fcfcfc}
+pre{white-space:pre-wrap;margin:0;font-size:.8rem;max-height:20rem;overflow:auto}
+.scroll{overflow-x:auto}
+.legend span{padding:.1rem .5rem;margin-right:.5rem}
+"""
+
+_JS = """
+function openTarget(){var id=decodeURIComponent(location.hash.slice(1));if(!id)return;
+var el=document.getElementById(id);if(!el)return;var d=el.closest('details');
+while(d){d.open=true;d=d.parentElement.closest('details');}el.scrollIntoView();}
+window.addEventListener('hashchange',openTarget);window.addEventListener('load',openTarget);
+"""
+
+
+def _fmt(v: object) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "—"
+    if isinstance(v, float):
+        return f"{v:.3f}" if abs(v) < 1000 else f"{v:,.0f}"
+    if isinstance(v, list):
+        return ", ".join(str(x) for x in v)
+    return html.escape(str(v))
+
+
+def table_html(df: pl.DataFrame, cls: str = "") -> str:
+    """A frame as an escaped HTML table (numbers right-aligned, floats to 3 places)."""
+    numeric = {c for c, t in df.schema.items() if t.is_numeric()}
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in df.columns)
+    body = []
+    for row in df.iter_rows():
+        cells = "".join(
+            f'<td class="num">{_fmt(v)}</td>' if c in numeric else f"<td>{_fmt(v)}</td>"
+            for c, v in zip(df.columns, row, strict=True)
+        )
+        body.append(f"<tr>{cells}</tr>")
+    return (
+        f'<div class="scroll"><table class="{cls}"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table></div>"
+    )
+
+
+def _comparisons(scores: pl.DataFrame) -> list[tuple[str, pl.DataFrame, PairedResult]]:
+    """(context, subset, result) for every model pair within each plugin and every plugin pair within each model."""
+    out = []
+    for plugin in sorted(scores["plugin_hash"].unique().to_list()):
+        sub = scores.filter(pl.col("plugin_hash") == plugin)
+        for a, b in itertools.combinations(sorted(sub["model_alias"].unique().to_list()), 2):
+            out.append((f"plugin {plugin[:8]}", sub, compare(sub, a, b, by="model_alias")))
+    for model in sorted(scores["model_alias"].unique().to_list()):
+        sub = scores.filter(pl.col("model_alias") == model)
+        for a, b in itertools.combinations(sorted(sub["plugin_hash"].unique().to_list()), 2):
+            out.append((f"model {model}", sub, compare(sub, a, b, by="plugin_hash")))
+    return [c for c in out if c[2].n_pairs >= 2]
+
+
+def _run_details(scores: pl.DataFrame, events: pl.DataFrame) -> str:
+    """One collapsible block per run: its verdict and reasons, then its events, deciding ones highlighted."""
+    by_run = events.partition_by("run_id", as_dict=True, maintain_order=True) if events.height else {}
+    blocks = []
+    for r in scores.sort(["model_alias", "plugin_hash", "variant", "rep"]).iter_rows(named=True):
+        rid = r["run_id"]
+        ev_a, ev_b = (
+            set(r["evidence_a"] or []),
+            set(r["evidence_b"] or []),
+        )
+        ev = by_run.get((rid,), pl.DataFrame())
+        rows = []
+        anchored: set[int] = set()
+        for e in ev.iter_rows(named=True):
+            seq = e["seq"]
+            cls = " ".join(c for c, s in (("ev-a", ev_a), ("ev-b", ev_b)) if seq in s)
+            anchor = ""
+            if seq not in anchored:
+                anchor = f' id="run-{rid}-seq-{seq}"'
+                anchored.add(seq)
+            body = e["tool_input"] if e["block_type"] == "tool_use" else e["text"]
+            body = body or ""
+            clipped = body[:TEXT_LIMIT] + (
+                f" … [{len(body) - TEXT_LIMIT} more chars]" if len(body) > TEXT_LIMIT else ""
+            )
+            rows.append(
+                f'<tr class="{cls}"{anchor}><td class="num">{seq}</td><td>{_fmt(e["type"])}</td>'
+                f"<td>{_fmt(e['subtype'])}</td><td>{_fmt(e['block_type'])}</td><td>{_fmt(e['tool_name'])}</td>"
+                f"<td><pre>{html.escape(clipped)}</pre></td></tr>"
+            )
+        links = " ".join(
+            f'<a href="#run-{rid}-seq-{s}">{label}{s}</a>'
+            for label, seqs in (("a:", sorted(ev_a)), ("b:", sorted(ev_b)))
+            for s in seqs
+        )
+        events_html = (
+            "<table><thead><tr><th>seq</th><th>type</th><th>subtype</th><th>block</th><th>tool</th>"
+            f"<th>input / text</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
+            if rows
+            else "<p class='note'>No events archived for this run.</p>"
+        )
+        verdict = r["verdict"]
+        blocks.append(
+            f'<details id="run-{rid}"><summary><span class="{verdict}">{verdict}</span> '
+            f"{_fmt(r['variant'])} · {_fmt(r['model_alias'])} · {_fmt(r['plugin_hash'][:8])} · rep {r['rep']} "
+            f"— {_fmt(r['reasons'])} <small>(run {rid[:12]})</small></summary>"
+            f"<p>Deciding events: {links or '—'}</p>{events_html}</details>"
+        )
+    return "\n".join(blocks)
+
+
+def render_report(
+    scores: pl.DataFrame, events: pl.DataFrame, title: str = "evalb report", source: str = ""
+) -> str:
+    """The whole report as one HTML string, from a score frame (frames.COLUMNS + derived) and its events."""
+    divs: list[str] = []
+
+    def fig(f: object, name: str) -> str:
+        divs.append(name)
+        return plots.figure_div(f, f"fig-{name}")  # type: ignore[arg-type]
+
+    cells = cell_table(scores)
+    grids = pl.concat(
+        [grid_table(scores, axis=a) for a in ("passed", "axis_a", "axis_b")], how="diagonal_relaxed"
+    )
+    comparisons = _comparisons(scores)
+    parts = [
+        f"<h1>{html.escape(title)}</h1>",
+        f"<p class='note'>Archive: <code>{html.escape(source)}</code> · generated "
+        f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC · {scores.height} scored runs "
+        f"({int((~scores['valid']).sum())} INVALID, excluded from every rate) · "
+        f"checker {', '.join(sorted(set(scores['checker_hash'].to_list())))[:80]}</p>",
+        "<nav class='note'>Sections: <a href='#grid'>grid</a> · <a href='#cells'>cells</a> · "
+        "<a href='#reps'>every rep</a> · <a href='#paired'>paired</a> · <a href='#planning'>planning</a> · "
+        "<a href='#costs'>costs</a> · <a href='#runs'>runs</a></nav>",
+        "<p class='note'>Intervals are 95%. Cell intervals are Wilson intervals over valid reps. Grid means "
+        "average the reps within each scenario first, then over the 7 primary scenarios (degradation variants "
+        "such as R4-nograph left out); their interval is a t interval on Miller's CLT standard error. "
+        "See docs/statistics.md for how to read every column.</p>",
+        "<h2 id='grid'>Grid pass rate</h2>",
+        table_html(grids.select(GRID_COLUMNS)),
+        fig(plots.grid_figure(grids.filter(pl.col("axis") == "passed")), "grid"),
+        "<h2 id='cells'>Cells</h2>",
+        fig(plots.cell_rates_figure(cells, "passed"), "cells"),
+        fig(plots.cell_rates_figure(cells, "axis_a"), "cells-a"),
+        fig(plots.cell_rates_figure(cells, "axis_b"), "cells-b"),
+        table_html(cells.select(CELL_COLUMNS)),
+        "<h2 id='reps'>Every rep</h2>",
+        fig(plots.rep_grid_figure(scores), "reps"),
+    ]
+    if comparisons:
+        table = compare_table([r for _, _, r in comparisons]).with_columns(
+            within=pl.Series([ctx for ctx, _, _ in comparisons])
+        )
+        parts += [
+            "<h2 id='paired'>Paired comparisons (B − A, paired by scenario)</h2>",
+            table_html(table.select(PAIR_COLUMNS)),
+        ]
+        parts += [
+            fig(plots.paired_figure(r, context=ctx), f"paired-{i}")
+            for i, (ctx, _, r) in enumerate(comparisons[:4])
+        ]
+        ctx, sub, first = comparisons[0]
+        try:
+            comp = components_from_pilot(sub, first.a, first.b, by=first.by)
+        except ValueError:
+            comp = None
+        if comp is not None:
+            parts += [
+                f"<h2 id='planning'>Rep planning ({html.escape(first.b)} vs {html.escape(first.a)}, "
+                f"{html.escape(ctx)})</h2>",
+                f"<p class='note'>From this archive: ω² = {comp.omega2:.4f} (scenario-to-scenario spread of the "
+                f"true difference), σ²_A = {comp.sigma2_a:.3f}, σ²_B = {comp.sigma2_b:.3f} (rep-level variance), "
+                f"{comp.n_scenarios} scenarios. {html.escape(comp.note)} Minimum detectable difference at 80% "
+                "power, two-sided 5% paired t-test, by reps per cell:</p>",
+                table_html(plan_table(comp, PLAN_REPS)),
+                fig(plots.power_curve_figure(power_curve(comp, [0.1, 0.2, 0.3], PLAN_REPS)), "power"),
+            ]
+    parts += [
+        "<h2 id='costs'>Cost and time</h2>",
+        table_html(cell_costs(scores)),
+        "<p class='note'>What 10 valid reps per cell would cost, priced from this archive (invalid share "
+        "bought back):</p>",
+        table_html(plan_cost(scores, 10).filter(pl.col("variant") == "TOTAL")),
+        "<h2 id='runs'>Runs</h2>",
+        "<p class='legend'><span style='background:#fff3c4'>decided axis (a)</span>"
+        "<span style='background:#d6ecff'>decided axis (b)</span><span style='background:#e3d7ff'>both</span></p>",
+        _run_details(scores, events),
+    ]
+    return (
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+        f"<title>{html.escape(title)}</title><style>{_CSS}</style>"
+        f"<script type='text/javascript'>{plots.plotly_js()}</script><script>{_JS}</script></head>"
+        f"<body>{''.join(parts)}</body></html>"
+    )
+
+
+def read_events(root: Path | str, run_ids: list[str]) -> pl.DataFrame:
+    """The events of the given runs, in order, with only the columns the drill-down shows."""
+    con = connect(root)
+    try:
+        con.register("wanted", pl.DataFrame({"run_id": run_ids}).to_arrow())
+        cols = ", ".join(f"e.{c}" for c in EVENT_COLUMNS)
+        return con.sql(
+            f"""
+            SELECT {cols}
+            FROM events e JOIN wanted w USING (run_id)
+            ORDER BY e.run_id, e.seq, e.block_index NULLS FIRST
+            """
+        ).pl()
+    finally:
+        con.close()
+
+
+def build_report(root: Path | str, out: Path | str | None = None, title: str = "evalb report") -> str:
+    """Read the archive at `root`, render the report, write it to `out` if given; return the HTML."""
+    scores = load_scores(root)
+    events = read_events(root, scores["run_id"].to_list())
+    page = render_report(scores, events, title=title, source=str(root))
+    if out is not None:
+        Path(out).write_text(page, encoding="utf-8")
+    return page
