@@ -60,7 +60,7 @@ tr.ev-a td{background:#fff3c4}tr.ev-b td{background:#d6ecff}tr.ev-a.ev-b td{back
 .note{color:#555;font-size:.9rem;max-width:60rem}
 details{margin:.3rem 0;border:1px solid #eee;padding:.3rem .6rem}details[open]{background:#fcfcfc}
 pre{white-space:pre-wrap;margin:0;font-size:.8rem;max-height:20rem;overflow:auto}
-.scroll{overflow-x:auto}
+.scroll{overflow-x:auto}.figrow{display:flex;flex-wrap:wrap;gap:1rem}
 .legend span{padding:.1rem .5rem;margin-right:.5rem}
 """
 
@@ -211,10 +211,11 @@ def render_report(
             "<h2 id='paired'>Paired comparisons (B − A, paired by scenario)</h2>",
             table_html(table.select(PAIR_COLUMNS)),
         ]
-        parts += [
+        figs = [
             fig(plots.paired_figure(r, context=ctx), f"paired-{i}")
             for i, (ctx, _, r) in enumerate(comparisons[:4])
         ]
+        parts.append(f"<div class='figrow'>{''.join(figs)}</div>")
         ctx, sub, first = comparisons[0]
         try:
             comp = components_from_pilot(sub, first.a, first.b, by=first.by)
