@@ -14,7 +14,8 @@ WITH hits AS (
         WHEN regexp_matches(command, docs_adr_re()) THEN 'Bash on docs/adr'
         WHEN regexp_matches(command, docs_recursive_re()) THEN 'recursive search of docs/'
         WHEN regexp_matches(file_path, docs_adr_re()) THEN tool_name || ' docs/adr'
-        WHEN regexp_matches(search_path, docs_adr_re()) OR regexp_matches(pattern, docs_adr_re())
+        WHEN regexp_matches(search_path, docs_adr_re())
+             OR (tool_name = 'Glob' AND regexp_matches(pattern, docs_adr_re()))
              OR (tool_name IN ('Grep', 'Glob') AND regexp_matches(search_path, '(?:^|/)docs/?$'))
              OR (tool_name = 'Glob' AND regexp_matches(pattern, '^(?:\S*/)?docs/\*\*'))
             THEN tool_name || ' on docs/adr'

@@ -25,7 +25,7 @@ CREATE OR REPLACE MACRO adr_cli_bare_re() AS
 -- 'rg retry docs', 'find docs -name "*.md"', 'ls -R docs', 'tree docs'): it sweeps docs/adr, the
 -- only thing under docs/ in the fixture. A project-wide search ('grep -r x .') does not count.
 CREATE OR REPLACE MACRO docs_recursive_re() AS
-    '(?:^|[;&|(`\n])\s*(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)*(?:[ef]?grep\s[^;&|\n]*-[A-Za-z]*[rR]|rg|ag|ack|find|tree|git\s+grep|ls\s[^;&|\n]*-[A-Za-z]*R)(?:\s[^;&|\n]*)?\s(?:\S*/)?docs/?(?:$|[\s;&|)''"])';
+    '(?:^|[;&|(`\n])\s*(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)*(?:[ef]?grep\s[^;&|\n]*-[A-Za-z]*[rR][A-Za-z]*|rg|ag|ack|find|tree|git\s+grep|ls\s[^;&|\n]*-[A-Za-z]*R[A-Za-z]*)(?:\s[^;&|\n]*)?\s(?:\S*/)?docs/?(?:$|[\s;&|)''"])';
 
 -- Words that mark a cited ADR as no longer in force, in the same sentence as the citation.
 CREATE OR REPLACE MACRO superseded_qualifier_re() AS

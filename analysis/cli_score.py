@@ -1,0 +1,140 @@
+"""evalb-score: score the archive with the two-axis checker; one row per run, TSV for autoresearch.
+
+Thin: the work is `analysis.checker.score_archive`. Exit 0 when every valid run passes, 1 when any
+valid run fails, 2 on usage errors. INVALID runs never count as failures; in TSV their axis
+columns read `A:-` and `B:-` and the verdict column `INVALID`.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import polars as pl
+import typer
+
+from analysis.checker import ScorePass, score_archive
+from evalb import paths
+from evalb.archive import Archive
+from evalb.cli_errors import run_cli
+from evalb.errors import UsageError
+from evalb.scenarios import resolve_variant
+
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__.splitlines()[0])
+
+
+def _ab(v: bool | None) -> str:
+    return "-" if v is None else ("PASS" if v else "FAIL")
+
+
+def _clean(s: str) -> str:
+    return " ".join(s.split())  # a TSV field holds no tab or newline
+
+
+def tsv_rows(scores: pl.DataFrame) -> list[str]:
+    """The spec's row per run: scenario, model, A:…, B:…, PASS|FAIL|INVALID, reasons."""
+    return [
+        "\t".join(
+            (
+                r["variant"],
+                r["model_alias"],
+                f"A:{_ab(r['axis_a'])}",
+                f"B:{_ab(r['axis_b'])}",
+                r["verdict"],
+                _clean(r["reasons"]),
+            )
+        )
+        for r in scores.iter_rows(named=True)
+    ]
+
+
+def cell_summary(scores: pl.DataFrame) -> pl.DataFrame:
+    """Per (variant, model): valid runs, passes, A and B passes, invalid runs."""
+    return (
+        scores.group_by("variant", "model_alias")
+        .agg(
+            runs=pl.len(),
+            valid=pl.col("valid").sum(),
+            passed=pl.col("passed").fill_null(False).sum(),
+            a_pass=pl.col("axis_a").fill_null(False).sum(),
+            b_pass=pl.col("axis_b").fill_null(False).sum(),
+            invalid=(~pl.col("valid")).sum(),
+        )
+        .sort("variant", "model_alias")
+    )
+
+
+def _print_flips(sp: ScorePass, stream: object) -> None:
+    if not sp.flips.height:
+        return
+    print(f"{sp.flips.height} verdict(s) flipped since each run's previous score:", file=stream)  # type: ignore[call-overload]
+    for r in sp.flips.iter_rows(named=True):
+        line = f"  {r['run_id'][:12]}  {r['variant']}  {r['model_alias']}  rep {r['rep']}  {r['axis']}: {r['old']} -> {r['new']}"
+        print(line, file=stream)  # type: ignore[call-overload]
+
+
+def _print_table(sp: ScorePass) -> None:
+    s = sp.scores
+    print(f"checker {sp.checker_hash}: {s.height} run(s)")
+    for r in s.iter_rows(named=True):
+        print(
+            f"{r['run_id'][:12]}  {r['variant']:<11} {r['model_alias']:<20} rep {r['rep']:<3} "
+            f"A:{_ab(r['axis_a']):<4} B:{_ab(r['axis_b']):<4} {r['verdict']:<7}  {_clean(r['reasons'])}"
+        )
+    print("\nper cell:")
+    print(f"{'variant':<11} {'model':<20} {'pass':>9} {'A':>7} {'B':>7} {'invalid':>8}")
+    for c in cell_summary(s).iter_rows(named=True):
+        v = c["valid"]
+        print(
+            f"{c['variant']:<11} {c['model_alias']:<20} {c['passed']:>4}/{v:<4} {c['a_pass']:>3}/{v:<3} "
+            f"{c['b_pass']:>3}/{v:<3} {c['invalid']:>8}"
+        )
+
+
+@app.command()
+def score(
+    archive: Annotated[Path, typer.Option(help="The archive directory.")] = paths.DEFAULT_ARCHIVE,
+    tsv: Annotated[bool, typer.Option("--tsv", help="Print only the TSV rows (one per run).")] = False,
+    scenario: Annotated[str | None, typer.Option(help="Only this variant, e.g. R2 or R4-nograph.")] = None,
+    model: Annotated[str | None, typer.Option(help="Only this model alias, e.g. haiku.")] = None,
+    rescore: Annotated[
+        bool, typer.Option("--rescore", help="Write a new score row for every run, changed or not.")
+    ] = False,
+    write: Annotated[
+        bool, typer.Option("--write/--no-write", help="Write scores back to the archive.")
+    ] = True,
+    rules: Annotated[
+        Path | None, typer.Option(help="Score with the rules in this directory instead of analysis/rules.")
+    ] = None,
+) -> None:
+    """Score every run (or one variant/model); print one row per run; exit 1 if any valid run fails."""
+    if not Archive(archive).exists():
+        raise UsageError(f"{archive} is not an evalb archive (no archive.json)", hint="pass --archive DIR")
+    if rules is not None and not rules.is_dir():
+        raise UsageError(f"--rules {rules} is not a directory")
+    if scenario:
+        scenario = resolve_variant(scenario)[1].id
+    sp = score_archive(archive, write=write, rescore=rescore, variant=scenario, model=model, rules_dir=rules)
+    for err in sp.judge_errors:
+        print(f"warning: judge failed for run {err}", file=sys.stderr)
+    if tsv:
+        for row in tsv_rows(sp.scores):
+            print(row)
+        _print_flips(sp, sys.stderr)
+    else:
+        _print_table(sp)
+        if sp.flips.height:
+            print()
+        _print_flips(sp, sys.stdout)
+    failed = sp.scores.filter(pl.col("verdict") == "FAIL").height
+    raise typer.Exit(1 if failed else 0)
+
+
+def main() -> None:
+    """Entry point `evalb-score`."""
+    run_cli(app)
+
+
+if __name__ == "__main__":
+    main()
