@@ -1,0 +1,112 @@
+"""The HTML report: its content from a small archive, the CLI, and a real headless Chromium rendering it."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from analysis.cli_report import app
+from analysis.frames import load_scores
+from analysis.plots import plotly_js
+from analysis.report import build_report
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+# The flags this machine needs for headless Chromium (docs: .library/env/machines/python.md).
+FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def report_file(small_archive: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("report") / "report.html"
+    build_report(small_archive, out)
+    return out
+
+
+class TestReportContent:
+    def test_offline_no_cdn(self, report_file):
+        """plotly.js is inlined: no script or stylesheet is fetched, from a CDN or anywhere."""
+        page = report_file.read_text()
+        assert not re.search(r"<script[^>]+src=", page)
+        assert not re.search(r"<link[^>]+href=", page)
+        assert plotly_js()[:2000] in page
+
+    def test_every_run_has_a_drilldown_with_evidence_highlighted(self, report_file, small_archive):
+        """Each run gets a <details id=run-…>, and its evidence seqs are the highlighted rows."""
+        page = report_file.read_text()
+        scores = load_scores(small_archive)
+        for r in scores.head(20).iter_rows(named=True):
+            block = page.split(f'<details id="run-{r["run_id"]}">', 1)[1].split("</details>", 1)[0]
+            for seq in r["evidence_a"]:
+                assert re.search(rf'<tr class="ev-a[^"]*" id="run-{r["run_id"]}-seq-{seq}">', block)
+            for seq in r["evidence_b"]:
+                assert re.search(rf'<tr class="[^"]*ev-b" id="run-{r["run_id"]}-seq-{seq}">', block)
+            highlighted = len(re.findall(r'<tr class="ev-', block))
+            assert highlighted == len(set(r["evidence_a"]) | set(r["evidence_b"]))
+
+    def test_sections(self, report_file):
+        """Grid, cells, reps, paired, planning, costs and runs sections are all there."""
+        page = report_file.read_text()
+        for section in ("grid", "cells", "reps", "paired", "planning", "costs", "runs"):
+            assert f"<h2 id='{section}'>" in page
+
+
+class TestCli:
+    def test_writes_report(self, small_archive, tmp_path):
+        """`report --archive A --out F` writes F and prints its path."""
+        out = tmp_path / "r.html"
+        res = CliRunner().invoke(app, ["--archive", str(small_archive), "--out", str(out)])
+        assert res.exit_code == 0, res.output
+        assert res.output.strip() == str(out) and out.stat().st_size > 100_000
+
+    def test_missing_archive_is_one_line_error(self, tmp_path):
+        """A path that is no archive gives exit 1 and one line naming it, no traceback."""
+        res = CliRunner().invoke(
+            app, ["--archive", str(tmp_path / "nope"), "--out", str(tmp_path / "r.html")]
+        )
+        assert res.exit_code == 1
+        assert "is not an evalb archive" in res.output and "Traceback" not in res.output
+
+
+@pytest.mark.skipif(
+    not Path(CHROMIUM).exists(), reason="Debian chromium not installed (scripts/setup installs it)"
+)
+class TestInBrowser:
+    def _chromium(self, tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+        profile = tmp_path / "profile"
+        profile.mkdir(exist_ok=True)
+        return subprocess.run(
+            [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--virtual-time-budget=10000", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    def test_plotly_renders_every_chart(self, report_file, tmp_path):
+        """After scripts run, each chart div holds plotly's svg and the tables are in the DOM."""
+        res = self._chromium(tmp_path, "--dump-dom", report_file.as_uri())
+        dom = res.stdout
+        assert res.returncode == 0, res.stderr[-2000:]
+        charts = re.findall(r'<div id="fig-([\w-]+)"', report_file.read_text())
+        assert len(charts) >= 8
+        for name in charts:
+            after = dom.split(f'id="fig-{name}"', 1)[1][:20000]
+            assert 'class="main-svg"' in after, f"chart {name} did not render"
+        assert dom.count("<table") >= 6
+        assert dom.count("<details") == report_file.read_text().count("<details")
+
+    def test_screenshot(self, report_file, tmp_path):
+        """A screenshot is a real, non-trivial PNG."""
+        png = tmp_path / "report.png"
+        res = self._chromium(tmp_path, "--window-size=1300,3000", f"--screenshot={png}", report_file.as_uri())
+        assert res.returncode == 0, res.stderr[-2000:]
+        data = png.read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 50_000
