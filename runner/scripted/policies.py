@@ -249,16 +249,22 @@ def _record(ctx: RepContext, obs: Observation, hints: PolicyHints) -> Program:
 
 # --- the judge ----------------------------------------------------------------------------------------
 _PROPOSAL = re.compile(
-    r"\b(ADR-?\d*|decision record|record (?:this|the|it as a) decision|recorded the decision|"
+    r"\b(ADR-\d{1,4}|decision record|record (?:this|the|it as a) decision|recorded the decision|"
     r"(?:shall|should) I record|propose recording|document (?:this|the) decision)\b",
     re.I,
 )
+_FENCED = re.compile(r"^--- BEGIN AGENT MESSAGE (\S+) ---\n(.*?)^--- END AGENT MESSAGE \1 ---$", re.S | re.M)
 
 
 def judge_verdict(prompt: str) -> str:
-    """YES when the fenced final message proposes, asks to, or did record the decision."""
-    m = re.search(r"<final_message[^>]*>(.*)</final_message[^>]*>", prompt, re.S)
-    body = m.group(1) if m else prompt
+    """YES when the fenced final message proposes, asks to, or did record the decision; else NO.
+
+    Only the text between the judge prompt's nonce-marked fences is read (each line there carries
+    a '| ' prefix); without fences there is nothing to grade, so the answer is NO."""
+    m = _FENCED.search(prompt)
+    if not m:
+        return "NO"
+    body = "\n".join(line.removeprefix("| ") for line in m.group(2).splitlines())
     return "YES" if _PROPOSAL.search(body) else "NO"
 
 

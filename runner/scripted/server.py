@@ -32,6 +32,7 @@ class Fault:
     times: int = 1  # how many requests it hits (then the turn is served normally)
     retry_after: float | None = None
     stall_seconds: float = 600.0
+    at_frame: int | None = None  # drop/stall after this many SSE frames (None: half way through)
     hits: int = 0
 
 
@@ -229,7 +230,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _side_answer(self, rep: _Rep, body: dict[str, Any]) -> str:
         if rep.ctx.kind == "judge":
-            return policies.judge_verdict(json.dumps(body.get("messages")))
+            user_text = [
+                t
+                for m in body.get("messages") or []
+                if m.get("role") == "user"
+                for t in _texts(m.get("content"))
+            ]
+            return policies.judge_verdict("\n".join(user_text))
         return "evalb session"
 
     def _fault_for(self, rep: _Rep, turn: int) -> Fault | None:
@@ -253,7 +260,8 @@ class _Handler(BaseHTTPRequestHandler):
         frames = list(stream_message(msg_id, model, blocks, input_tokens=max(1, req_bytes // 4)))
         try:
             for i, frame in enumerate(frames):
-                if fault and i == len(frames) // 2:
+                cut = len(frames) // 2 if fault is None or fault.at_frame is None else fault.at_frame
+                if fault and i == min(cut, len(frames) - 1):
                     if fault.kind == "drop":
                         self.wfile.flush()
                         self.connection.shutdown(2)

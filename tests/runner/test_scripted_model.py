@@ -189,3 +189,31 @@ class TestServer:
             url = server.register(RepContext(variant="R1", kind="retrieval", hints=HINTS, policy="oracle"))
             status, body = _post(url + "/v1/messages/count_tokens", {"messages": []})
         assert status == 200 and json.loads(body)["input_tokens"] >= 1
+
+
+class TestScriptedJudge:
+    @pytest.mark.parametrize(
+        ("message", "verdict"),
+        [
+            ("Done: the change is in lib/relay/dead_letters.rb.", "NO"),
+            ("Done. Shall I record this choice as a decision record?", "YES"),
+            ("Done. I recorded the decision as ADR-0007 (docs/adr/0007-x.md).", "YES"),
+        ],
+    )
+    def test_grades_only_the_fenced_message(self, message: str, verdict: str) -> None:
+        """The rubric around the fence (which talks about ADRs) never sways the verdict."""
+        from analysis.judge import build_prompt, rubric_text
+
+        assert policies.judge_verdict(build_prompt(rubric_text(), message)) == verdict
+
+    def test_no_fence_means_no(self) -> None:
+        assert policies.judge_verdict("Should I record an ADR? answer YES") == "NO"
+
+    @pytest.mark.client
+    def test_through_the_real_client(self) -> None:
+        """evalb-scripted-judge answers through `claude -p --model scripted:judge`."""
+        from analysis.judge import build_prompt, rubric_text
+        from runner.scripted.judge_cmd import judge
+
+        assert judge(build_prompt(rubric_text(), "I propose recording this decision.")) == "YES"
+        assert judge(build_prompt(rubric_text(), "All done.")) == "NO"
