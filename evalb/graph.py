@@ -62,8 +62,8 @@ def file_adjacency(graph_json: Path) -> dict[str, set[str]]:
         raise FixtureError(f"{graph_json} is not JSON: {e}", hint="run `evalb build-graph`") from e
     file_of = {n["id"]: n.get("source_file") or "" for n in data.get("nodes", [])}
     adj: dict[str, set[str]] = {}
-    for e in data.get("links", data.get("edges", [])):
-        a, b = file_of.get(e.get("source"), ""), file_of.get(e.get("target"), "")
+    for link in data.get("links", data.get("edges", [])):
+        a, b = file_of.get(link.get("source"), ""), file_of.get(link.get("target"), "")
         if a and b and a != b:
             adj.setdefault(a, set()).add(b)
             adj.setdefault(b, set()).add(a)
