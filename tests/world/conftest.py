@@ -28,7 +28,11 @@ def load_plugin_lib():
     assert spec and spec.loader
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
+    before, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # keep the plugin dir clean
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        sys.dont_write_bytecode = before
     return mod
 
 
