@@ -29,6 +29,8 @@ GRAPH_OUTPUTS = ("graph.json", "GRAPH_REPORT.md", "graph.html")
 R4_CHANGED = "lib/relay/reports.rb"
 R4_GOVERNED = "lib/relay/delivery.rb"
 R4_HOPS = 1
+#: Stamp in graphify-out/: the fixture tree hash the cached graph was built from.
+STAMP = ".evalb-source-hash"
 
 
 @dataclass(frozen=True)
@@ -145,6 +147,7 @@ def build_graph(project_dir: Path = paths.FIXTURE_PROJECT, *, check: bool = True
         if out.exists():
             shutil.rmtree(out)
         shutil.copytree(copy / GRAPH_DIR, out)
+        (out / STAMP).write_text(_source_hash(project_dir) + "\n")
     return GraphInfo(
         graph_json=out / "graph.json",
         nodes=len(data.get("nodes", [])),
@@ -154,10 +157,21 @@ def build_graph(project_dir: Path = paths.FIXTURE_PROJECT, *, check: bool = True
     )
 
 
+def _source_hash(project_dir: Path) -> str:
+    from evalb.manifest import hash_tree  # manifest imports nothing from here; avoid a cycle anyway
+
+    return hash_tree(project_dir)
+
+
 def ensure_graph(project_dir: Path = paths.FIXTURE_PROJECT) -> Path:
-    """The cached graph.json of `project_dir`, built first if missing; the invariant is checked either way."""
+    """The cached graph.json of `project_dir`, rebuilt when missing or built from other sources.
+
+    The invariant is checked either way.
+    """
     graph_json = Path(project_dir) / GRAPH_JSON
-    if not graph_json.is_file():
+    stamp = Path(project_dir) / GRAPH_DIR / STAMP
+    fresh = stamp.is_file() and stamp.read_text().strip() == _source_hash(Path(project_dir))
+    if not graph_json.is_file() or not fresh:
         return build_graph(project_dir).graph_json
     check_invariant(graph_json)
     return graph_json

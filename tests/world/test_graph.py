@@ -60,3 +60,14 @@ def test_plugin_and_evalb_agree_on_hops(fixture_graph: Path) -> None:
     for a, b in combinations(files, 2):
         assert graph.file_hops(fixture_graph, a, b) == lib.file_hops(fixture_graph, a, b), (a, b)
         assert (b in lib.file_neighbours(fixture_graph, a)) == (graph.file_hops(fixture_graph, a, b) == 1)
+
+
+def test_ensure_graph_rebuilds_when_sources_change(tmp_path: Path) -> None:
+    copy = copy_fixture(tmp_path / "project")
+    first = graph.ensure_graph(copy)
+    stamp = (copy / graph.GRAPH_DIR / graph.STAMP).read_text()
+    mtime = first.stat().st_mtime_ns
+    assert graph.ensure_graph(copy).stat().st_mtime_ns == mtime  # cached
+    (copy / "lib" / "relay" / "clock.rb").write_text((copy / "lib" / "relay" / "clock.rb").read_text() + "\n")
+    graph.ensure_graph(copy)
+    assert (copy / graph.GRAPH_DIR / graph.STAMP).read_text() != stamp
