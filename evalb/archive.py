@@ -27,7 +27,7 @@ import hashlib
 import json
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -183,7 +183,7 @@ class Archive:
         for table in RUN_TABLES:
             write_parquet_atomic(frames[table], self.table_dir(table) / f"{run.run_id}.parquet")
 
-    def append_rows(self, table: str, rows: list[Record] | list[dict[str, Any]]) -> Path | None:
+    def append_rows(self, table: str, rows: Sequence[Record] | Sequence[dict[str, Any]]) -> Path | None:
         """Add rows to a table as one new file (used for judgements and scores)."""
         if not rows:
             return None

@@ -175,11 +175,13 @@ def parse_scenario(path: Path) -> Scenario:
 
 @cache
 def _load_dir(directory: Path) -> tuple[Scenario, ...]:
-    return tuple(parse_scenario(p) for p in sorted(directory.glob("*.md")))
+    parsed = [parse_scenario(p) for p in directory.glob("*.md")]
+    # The spec's order: write-trigger scenarios first, then retrieval, each by id.
+    return tuple(sorted(parsed, key=lambda s: (s.kind is not ScenarioKind.write, s.id)))
 
 
 def load_scenarios(directory: Path | None = None) -> list[Scenario]:
-    """All scenarios in `directory` (default: the repo's scenarios/), sorted by file name."""
+    """All scenarios in `directory` (default: the repo's scenarios/): W first, then R, each by id."""
     return list(_load_dir((directory or paths.SCENARIOS_DIR).resolve()))
 
 

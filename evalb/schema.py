@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import types
+from collections.abc import Sequence
 from typing import Any, Literal, Union, get_args, get_origin
 
 import polars as pl
@@ -186,7 +187,7 @@ def columns(table: str) -> list[str]:
     return list(TABLES[table].model_fields)
 
 
-def to_frame(table: str, rows: list[Record] | list[dict[str, Any]]) -> pl.DataFrame:
+def to_frame(table: str, rows: Sequence[Record] | Sequence[dict[str, Any]]) -> pl.DataFrame:
     """Rows (records or dicts) as a DataFrame with exactly the table's schema."""
     dicts = [r.model_dump() if isinstance(r, BaseModel) else r for r in rows]
     return pl.DataFrame(dicts, schema=polars_schema(table), orient="row" if not dicts else None)

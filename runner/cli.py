@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
+import polars as pl
 import typer
 
 from evalb import paths
@@ -47,19 +50,22 @@ def _options(
     )
 
 
-def _scorer(archive: Path, results: Path | None):  # type: ignore[no-untyped-def]
-    """Score each rep as it lands (for progress and --results), if the checker is available."""
-    try:
-        from analysis.checker import score_runs_tsv
-    except ImportError:
-        return None
+def _scorer(archive: Path, results: Path | None) -> Callable[[RunRecord], str | None]:
+    """Score each rep as it lands (for the progress line and --results) with the archive's checker."""
+    from analysis.checker import score_archive
+    from analysis.cli_score import tsv_rows
+
+    lock = threading.Lock()
 
     def after(run: RunRecord) -> str | None:
-        verdict, rows = score_runs_tsv(archive, [run.run_id])
+        sp = score_archive(archive, variant=run.variant, model=run.model_alias)
+        mine = sp.scores.filter(pl.col("run_id") == run.run_id)
+        if mine.is_empty():
+            return None
         if results is not None:
-            with open(results, "a", encoding="utf-8") as fh:
-                fh.writelines(r + "\n" for r in rows)
-        return verdict
+            with lock, open(results, "a", encoding="utf-8") as fh:
+                fh.writelines(r + "\n" for r in tsv_rows(mine))
+        return str(mine["verdict"][0])
 
     return after
 
