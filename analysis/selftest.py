@@ -44,6 +44,8 @@ class Case:
     expect_a: str | None
     expect_b: str | None
     expect_verdict: str
+    must_say: str | None = None
+    """A phrase the reasons must contain (e.g. that W's axis (b) came from the new ADR, not the judge)."""
     run_id: str = ""
 
 
@@ -69,7 +71,8 @@ def build_cases(scenarios: list[Scenario], adrs: dict[str, tuple[str, str]]) -> 
         base = sc.all_variants()[0]
         for v in sc.all_variants():
             good = "PASS" if v.expect_b == "pass" else "FAIL"
-            cases.append(Case("perfect", v.id, sc.id, fab.perfect(sc, v, adrs), "PASS", good, good))
+            must = "new ADR docs/adr/" if sc.kind.value == "write" else None
+            cases.append(Case("perfect", v.id, sc.id, fab.perfect(sc, v, adrs), "PASS", good, good, must))
             cases.append(Case("untouched", v.id, sc.id, fab.untouched(sc), "FAIL", "FAIL", "FAIL"))
             cases.append(Case("oblivious", v.id, sc.id, fab.oblivious(sc), "FAIL", "FAIL", "FAIL"))
             if v.expect_b == "fail":
@@ -77,17 +80,28 @@ def build_cases(scenarios: list[Scenario], adrs: dict[str, tuple[str, str]]) -> 
                 cases.append(Case(f"{base.id}-perfect", v.id, sc.id, made, "PASS", "PASS", "PASS"))
         if sc.kind.value == "write":
             cases.append(
-                Case("proposes-in-prose", sc.id, sc.id, fab.proposes_in_prose(sc), "PASS", "PASS", "PASS")
+                Case(
+                    "proposes-in-prose",
+                    sc.id,
+                    sc.id,
+                    fab.proposes_in_prose(sc),
+                    "PASS",
+                    "PASS",
+                    "PASS",
+                    "judge YES",
+                )
             )
         else:
             cases.append(Case("prose-only", sc.id, sc.id, fab.prose_only(sc, adrs), "FAIL", None, "FAIL"))
             if sc.distractors:
                 made = fab.live_distractor(sc, adrs)
-                cases.append(Case("distractor-live", sc.id, sc.id, made, "PASS", "FAIL", "FAIL"))
+                cases.append(Case("distractor-live", sc.id, sc.id, made, "PASS", "FAIL", "FAIL", "as live"))
             if sc.match == "content":
                 made = fab.wrong_content(sc, adrs)
                 cases.append(Case("wrong-content", sc.id, sc.id, made, "PASS", "FAIL", "FAIL"))
-        cases.append(Case("no-hook", sc.id, sc.id, fab.no_hook(sc, base, adrs), None, None, "INVALID"))
+        cases.append(
+            Case("no-hook", sc.id, sc.id, fab.no_hook(sc, base, adrs), None, None, "INVALID", "INVALID: no")
+        )
     return cases
 
 
@@ -122,6 +136,7 @@ def run_selftest(
         got = (_ab(s["axis_a"]), _ab(s["axis_b"]), s["verdict"])
         want = (c.expect_a, c.expect_b, c.expect_verdict)
         ok = all(w is None or w == g for w, g in zip(want, got, strict=True))
+        ok = ok and (c.must_say is None or c.must_say in s["reasons"])
         rows.append(
             {
                 "variant": c.variant,
