@@ -70,8 +70,7 @@ def test_skills_frontmatter_and_cli_paths() -> None:
 def test_real_client_gets_hook_note_and_skills(tmp_path: Path) -> None:
     """The pinned client, pointed at a dead loopback port: hook and init events precede any model call."""
     client = paths.client_binary()
-    if not client.exists():
-        pytest.skip(f"client not installed at {client} (scripts/setup)")
+    assert client.exists(), f"client not installed at {client}: run scripts/setup"
     from evalb.sandbox import build_sandbox
 
     sb = build_sandbox("R1", tmp_path / "sb").path
