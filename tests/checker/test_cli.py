@@ -86,17 +86,15 @@ class TestUsageErrors:
                 ["--archive", "/nonexistent/archive"],
                 "error: /nonexistent/archive is not an evalb archive (no archive.json) (pass --archive DIR)\n",
             ),
-            (
-                ["--scenario", "X9"],
-                "error: unknown scenario 'X9' (choose one of: R1, R2, R3, R4, R4-nograph, W1, W2, W3)\n",
-            ),
+            (["--scenario", "X9"], "error: unknown scenario 'X9' (choose one of: "),
         ],
     )
     def test_one_line_and_exit_2(self, archive, args, message) -> None:
         """A bad archive or scenario is one line on stderr, no traceback, exit 2."""
         full = [*args] if args[0] == "--archive" else ["--archive", str(archive), *args]
         p = run(*full)
-        assert (p.stderr, p.stdout, p.returncode) == (message, "", 2)
+        assert p.stderr.startswith(message) and p.stderr.count("\n") == 1
+        assert (p.stdout, p.returncode) == ("", 2)
 
     def test_unknown_option_exit_2(self) -> None:
         p = run("--frobnicate")
