@@ -36,12 +36,25 @@ def demo_archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+SCRIPTED_JUDGE = str(Path(__file__).resolve().parents[1] / ".venv" / "bin" / "evalb-scripted-judge")
+
+
+def score(root: Path) -> None:
+    """Score an archive the way `evalb-score` does, with the scripted judge (through the real client)."""
+    from analysis.checker import score_archive
+    from analysis.judge import CommandJudge
+
+    score_archive(root, judge=CommandJudge(SCRIPTED_JUDGE))
+
+
 @pytest.fixture(scope="session")
 def stochastic_archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """All 8 variants × scripted:stochastic × 3 reps plus × scripted:oracle × 1: real variance."""
+    """All 8 variants × scripted:stochastic × 3 reps plus × scripted:oracle × 1, recorded and scored:
+    real variance, for the statistics, notebooks and report."""
     root = tmp_path_factory.mktemp("stochastic") / "archive"
     record_grid(root, ["all"], ["scripted:stochastic"], 3)
     record_grid(root, ["all"], ["scripted:oracle"], 1)
+    score(root)
     return root
 
 
