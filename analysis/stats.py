@@ -217,7 +217,8 @@ def grid_table(
             part["k"].to_numpy(), part["K"].to_numpy(), part["family"].to_numpy(), conf=conf, dist=dist
         )
         rows.append({**dict(zip(by, key, strict=True)), "axis": axis, **asdict(est)})
-    schema = {**{b: scores.schema[b] for b in by}, "axis": pl.String}
     if not rows:
-        return pl.DataFrame(schema=schema)
+        ints = {"n_scenarios", "n_clusters"}
+        fields = {f: pl.Int64 if f in ints else pl.Float64 for f in GridEstimate.__dataclass_fields__}
+        return pl.DataFrame(schema={**{b: scores.schema[b] for b in by}, "axis": pl.String, **fields})
     return pl.DataFrame(rows).with_columns(pl.col(pl.Float64).fill_nan(None))
