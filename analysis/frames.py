@@ -78,7 +78,7 @@ def load_scores(root: Path | str) -> pl.DataFrame:
 
     Archive(root).check_readable()
     try:
-        from analysis.checker import latest_scores  # type: ignore[attr-defined]
+        from analysis.checker import latest_scores
     except ImportError:
         df = _join_latest(root)
     else:

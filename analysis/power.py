@@ -61,7 +61,7 @@ def components_from_pilot(
     if not math.isnan(r.sigma2_a) and not math.isnan(r.sigma2_b):
         return Components(r.omega2, r.sigma2_a, r.sigma2_b, r.n_pairs)
     s2a, s2b = r.mean_a * (1 - r.mean_a), r.mean_b * (1 - r.mean_b)
-    var_d = float(r.per_pair["diff"].var() or 0.0)
+    var_d = float(r.per_pair["diff"].to_numpy().var(ddof=1))
     return Components(
         max(0.0, var_d - s2a - s2b), s2a, s2b, r.n_pairs,
         note="pilot has cells with <2 valid reps: rep variance set to p(1-p) (conservative)",

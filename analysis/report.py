@@ -13,6 +13,7 @@ import itertools
 import math
 from pathlib import Path
 
+import plotly.graph_objects as go
 import polars as pl
 
 from analysis import plots
@@ -168,11 +169,9 @@ def render_report(
     scores: pl.DataFrame, events: pl.DataFrame, title: str = "evalb report", source: str = ""
 ) -> str:
     """The whole report as one HTML string, from a score frame (frames.COLUMNS + derived) and its events."""
-    divs: list[str] = []
 
-    def fig(f: object, name: str) -> str:
-        divs.append(name)
-        return plots.figure_div(f, f"fig-{name}")  # type: ignore[arg-type]
+    def fig(f: go.Figure, name: str) -> str:
+        return plots.figure_div(f, f"fig-{name}")
 
     cells = cell_table(scores)
     grids = pl.concat(

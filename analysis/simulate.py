@@ -13,6 +13,7 @@ import json
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -63,7 +64,7 @@ def simulate_scores(
     rng = np.random.default_rng(seed)
     costs = {"haiku": 0.02, "sonnet": 0.12, **(cost_usd or {})}
     t0 = dt.datetime(2026, 7, 3, tzinfo=dt.UTC)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for (variant, model), p in rates.items():
         q = (axis_a_rates or {}).get((variant, model), (1 + p) / 2)
         q = max(q, p)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import polars as pl
@@ -85,7 +85,7 @@ def cell_table(scores: pl.DataFrame, conf: float = 0.95, method: Method = "wilso
         .sort(["model_alias", "plugin_hash", "variant"])
     )
     n = cells["n_valid"].to_numpy()
-    cols: dict[str, object] = {}
+    cols: dict[str, Any] = {}
     for axis in AXES:
         p = _PREFIX[axis]
         k = cells[f"{p}passes"].to_numpy()
