@@ -26,6 +26,7 @@ import fcntl
 import hashlib
 import json
 import os
+import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -85,11 +86,37 @@ def write_parquet_atomic(frame: pl.DataFrame, dest: Path) -> None:
     _fsync_dir(dest.parent)
 
 
+#: A recorder refuses to start with less free space than this in the archive's file system: a
+#: rep's files are small (~0.1-1 MB), but a disk that fills mid-grid leaves nothing to gain.
+MIN_FREE_BYTES = 16 * 1024 * 1024
+
+
 class Archive:
     """An evalb archive directory: create/check it, commit runs, recover interrupted reps."""
 
     def __init__(self, root: Path | str) -> None:
         self.root = Path(root)
+        # runs file name -> (slot, outcome, started_at); committed files never change, so each is
+        # read once per process however often a grid asks which slots are filled
+        self._runs_seen: dict[str, tuple[str, str, dt.datetime]] = {}
+        self._runs_lock = threading.Lock()
+
+    def check_space(self, min_free: int = MIN_FREE_BYTES) -> None:
+        """Refuse, before anything is written, when the archive's file system is (nearly) full."""
+        probe = self.root
+        while not probe.exists() and probe != probe.parent:
+            probe = probe.parent
+        try:
+            st = os.statvfs(probe)
+        except OSError:
+            return
+        free = st.f_bavail * st.f_frsize
+        if free < min_free:
+            raise ArchiveError(
+                f"cannot record into {self.root}: the disk is full ({free // 1024} KiB free, "
+                f"{min_free // (1024 * 1024)} MiB needed)",
+                hint="free space and rerun",
+            )
 
     # --- layout -------------------------------------------------------------------------------
     def table_dir(self, table: str) -> Path:
@@ -215,7 +242,7 @@ class Archive:
 
     def recover_stale(self) -> list[str]:
         """Commit every journal whose recorder is gone as an `interrupted` run; return their ids."""
-        recovered = []
+        recovered: list[str] = []
         if not self.inflight_dir.is_dir():
             return recovered
         for meta in sorted(self.inflight_dir.glob("*.json")):
@@ -238,21 +265,26 @@ class Archive:
                 os.close(fd)
         return recovered
 
+    def _runs_index(self) -> list[tuple[str, str, dt.datetime]]:
+        """(slot, outcome, started_at) of every committed run, reading only files not seen before."""
+        runs_dir = self.table_dir("runs")
+        if not runs_dir.is_dir():
+            return []
+        with self._runs_lock:
+            new = [p for p in runs_dir.glob("*.parquet") if p.name not in self._runs_seen]
+            if new:
+                df = pl.read_parquet([str(p) for p in new], columns=["slot", "outcome", "started_at"])
+                for p, row in zip(new, df.iter_rows(), strict=True):
+                    self._runs_seen[p.name] = row
+            return list(self._runs_seen.values())
+
     def committed_slots(self) -> dict[str, str]:
         """slot -> outcome of the committed runs (interrupted runs do not fill their slot)."""
-        runs_dir = self.table_dir("runs")
-        if not runs_dir.is_dir() or not any(runs_dir.glob("*.parquet")):
-            return {}
-        df = pl.read_parquet(str(runs_dir / "*.parquet"), columns=["slot", "outcome", "started_at"])
-        df = df.filter(pl.col("outcome") != "interrupted").sort("started_at")
-        return dict(zip(df["slot"].to_list(), df["outcome"].to_list(), strict=True))
+        rows = sorted((r for r in self._runs_index() if r[1] != "interrupted"), key=lambda r: r[2])
+        return {slot: outcome for slot, outcome, _ in rows}
 
     def attempts(self, slot: str) -> int:
-        runs_dir = self.table_dir("runs")
-        if not runs_dir.is_dir() or not any(runs_dir.glob("*.parquet")):
-            return 0
-        df = pl.read_parquet(str(runs_dir / "*.parquet"), columns=["slot"])
-        return int((df["slot"] == slot).sum())
+        return sum(1 for r in self._runs_index() if r[0] == slot)
 
 
 class InflightRun:
@@ -341,7 +373,7 @@ def _commit_interrupted(archive: Archive, meta: Path) -> None:
         "n_lines": n_lines,
         "n_malformed": sum(1 for e in events if e.malformed),
         "hook_seen": any(e.type == "system" and e.subtype == "hook_response" for e in events),
-        "reached_model": any(e.type == "assistant" for e in events),
+        "reached_model": any(e.type == "assistant" and '"<synthetic>"' not in e.raw for e in events),
         "duration_ms": int((last_at - run.started_at).total_seconds() * 1000) if last_at else None,
     }
     run = run.model_copy(update=update)

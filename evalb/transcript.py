@@ -63,7 +63,8 @@ def parse_line(run_id: str, seq: int, raw: str, received_at: dt.datetime | None 
     base["parent_tool_use_id"] = _s(obj.get("parent_tool_use_id"))
     if isinstance(obj.get("isSynthetic"), bool):
         base["is_synthetic"] = obj["isSynthetic"]
-    message = obj.get("message") if isinstance(obj.get("message"), dict) else {}
+    raw_message = obj.get("message")
+    message: dict[str, Any] = raw_message if isinstance(raw_message, dict) else {}
     base["message_id"] = _s(message.get("id"))
     base["role"] = _s(message.get("role"))
 
@@ -128,6 +129,9 @@ class TranscriptSummary:
         self.result: dict[str, Any] | None = None
         self.api_retries = 0
         self.last_api_error: dict[str, Any] | None = None
+        # the last well-formed event's type: a client waiting on the API (after a tool result,
+        # init or an api_retry) is told apart from one running a tool (after an assistant event)
+        self.last_type: str | None = None
         self.n_lines = 0
         self.n_malformed = 0
 
@@ -144,6 +148,7 @@ class TranscriptSummary:
             self.n_malformed += 1
             return
         t, st = obj.get("type"), obj.get("subtype")
+        self.last_type = t if isinstance(t, str) else None
         if t == "system" and st == "hook_response" and obj.get("hook_event") == "SessionStart":
             self.hook_seen = True
             self.hook_note = self.hook_note or _hook_context(obj)
@@ -154,7 +159,7 @@ class TranscriptSummary:
         elif t == "system" and st == "api_retry":
             self.api_retries += 1
             self.last_api_error = obj
-        elif t == "assistant":
+        elif t == "assistant" and not made_by_client(obj):
             self.reached_model = True
         elif t == "result":
             self.result = obj
@@ -163,6 +168,12 @@ class TranscriptSummary:
     def usage(self) -> dict[str, Any]:
         u = (self.result or {}).get("usage")
         return u if isinstance(u, dict) else {}
+
+
+def made_by_client(obj: dict[str, Any]) -> bool:
+    """An assistant event the client made up itself (e.g. "API Error: ..."), not the model's turn."""
+    msg = obj.get("message")
+    return isinstance(msg, dict) and msg.get("model") == "<synthetic>"
 
 
 def _hook_context(obj: dict[str, Any]) -> str | None:

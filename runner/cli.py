@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 import threading
 from collections.abc import Callable
@@ -19,12 +20,32 @@ from evalb.schema import RunRecord
 from runner import grid as grid_mod
 from runner.importer import import_transcript
 from runner.record import RecordOptions
+from runner.scripted.server import parse_fault
 
 app = new_app("Record headless Claude Code sessions into an evalb archive (Parquet).")
 
 ArchiveOpt = Annotated[Path, typer.Option("--archive", help="Archive directory (created if missing).")]
 PluginOpt = Annotated[
     Path, typer.Option("--plugin-dir", help="Plugin under test (default: the reference os-adr plugin).")
+]
+
+
+FaultOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--inject-fault",
+        hidden=True,
+        help="TESTING: inject an API fault into every scripted rep, e.g. status:status=529,turn=0,times=2 "
+        "(kinds: status, drop, stall; see docs/runner.md). Repeatable.",
+    ),
+]
+RetriesOpt = Annotated[
+    int,
+    typer.Option(
+        "--max-api-retries",
+        help="API retries allowed per rep (the client's own, and the runner's early stop) before it "
+        "counts as a client error.",
+    ),
 ]
 
 
@@ -35,6 +56,8 @@ def _options(
     confine: bool,
     workdir: Path | None,
     keep: bool,
+    faults: list[str] | None = None,
+    max_api_retries: int = 6,
 ) -> RecordOptions:
     if not plugin_dir.is_dir():
         raise UsageError(
@@ -47,6 +70,8 @@ def _options(
         confine=confine,
         workdir=workdir,
         keep_sandboxes=keep,
+        max_api_retries=max_api_retries,
+        faults=[parse_fault(f) for f in faults or []],
     )
 
 
@@ -126,9 +151,13 @@ def run(
         Path | None, typer.Option(help="Where sandboxes are built (default: system temp).")
     ] = None,
     keep_sandboxes: Annotated[bool, typer.Option(help="Keep each rep's sandbox and HOME.")] = False,
+    max_api_retries: RetriesOpt = 6,
+    inject_fault: FaultOpt = None,
 ) -> None:
     """Record SCENARIO × MODEL × reps (the spec's bin/run); rerunning skips reps already recorded."""
-    opts = _options(plugin_dir, client, timeout, confine, workdir, keep_sandboxes)
+    opts = _options(
+        plugin_dir, client, timeout, confine, workdir, keep_sandboxes, inject_fault, max_api_retries
+    )
     _record(scenario.split(","), model.split(","), reps, jobs, archive, opts, results)
 
 
@@ -192,5 +221,11 @@ def migrate(archive: ArchiveOpt = paths.DEFAULT_ARCHIVE) -> None:
     print(f"archive schema v{before} -> v{arch.schema_version()}", file=sys.stderr)
 
 
+def _terminate(signum: int, frame: object) -> None:
+    # SIGTERM (a closed terminal, a job scheduler) ends a grid the way Ctrl-C does
+    raise KeyboardInterrupt
+
+
 def main() -> None:
+    signal.signal(signal.SIGTERM, _terminate)
     run_cli(app, "evalb-record")

@@ -1,18 +1,22 @@
 """Starting the client for one rep and capturing its stdout line by line, with a timeout and early stop.
 
 The client runs in its own process group so that a timeout, an early stop or Ctrl-C ends it and
-everything it started (its Bash tool's children, bwrap) at once.
+everything it started (its Bash tool's children, bwrap) at once. It also gets SIGKILL when the
+thread that started it dies (PR_SET_PDEATHSIG), so a recorder killed with SIGKILL leaves no client
+behind even unconfined (bwrap's --die-with-parent covers the confined case a second time).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import datetime as dt
 import json
 import os
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +25,14 @@ from evalb.transcript import TranscriptSummary
 
 STDERR_LIMIT = 64 * 1024
 HOPELESS_STATUSES = {401, 403}
+#: Said in the detail of a rep stopped for a status no retry can get past; the grid does not retry it.
+NO_RETRY = "retrying cannot help"
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 @dataclass
@@ -64,8 +76,11 @@ def run_session(
     on_line: Callable[[str], None],
     timeout: float,
     max_api_retries: int = 6,
+    stop: threading.Event | None = None,
 ) -> SessionResult:
-    """Run the client to its end (or stop it), feeding each stdout line to `on_line` as it arrives."""
+    """Run the client to its end (or stop it), feeding each stdout line to `on_line` as it arrives.
+
+    `stop` (set on Ctrl-C by the grid) ends the session at once; it is then `interrupted`."""
     summary = TranscriptSummary()
     stop_reason: list[str] = []
     started = dt.datetime.now(dt.UTC)
@@ -77,6 +92,7 @@ def run_session(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
+        preexec_fn=_die_with_parent,
     )
     assert proc.stdout is not None and proc.stderr is not None
     stderr_chunks: list[bytes] = []
@@ -108,12 +124,22 @@ def run_session(
     ]
     for t in threads:
         t.start()
-    timed_out = False
+    timed_out = interrupted = False
+    deadline = time.monotonic() + timeout
     try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        _kill_group(proc)
+        # poll rather than one long wait, so that a stop request ends the session within ~0.1 s
+        while proc.poll() is None:
+            if stop is not None and stop.is_set():
+                interrupted = True
+                _kill_group(proc, grace=1.0)
+                break
+            left = deadline - time.monotonic()
+            if left <= 0:
+                timed_out = True
+                _kill_group(proc)
+                break
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=min(0.1, left))
     except BaseException:
         _kill_group(proc)
         for t in threads:
@@ -123,26 +149,38 @@ def run_session(
         t.join(timeout=10)
     ended = dt.datetime.now(dt.UTC)
     stderr = b"".join(stderr_chunks).decode("utf-8", errors="replace")
-    outcome, detail = classify(
-        proc.returncode, summary, timed_out=timed_out, timeout=timeout, stop=stop_reason
-    )
+    if interrupted:
+        outcome, detail = "interrupted", "the recorder was stopped (Ctrl-C) during the rep; lines kept"
+    else:
+        outcome, detail = classify(
+            proc.returncode, summary, timed_out=timed_out, timeout=timeout, stop=stop_reason
+        )
     return SessionResult(started, ended, proc.returncode, outcome, detail, stderr, summary)
 
 
 def _hopeless(line: str, summary: TranscriptSummary, max_api_retries: int) -> str | None:
-    """A reason to stop the client early: it keeps retrying an API error it cannot get past."""
-    if '"api_retry"' not in line or summary.reached_model:
+    """A reason to stop the client early: it keeps retrying an API error it cannot get past.
+
+    The client retries even a 401 for minutes, with growing delays; its `api_retry` lines say so
+    at once. Before or after the model has spoken alike: the rep cannot end well either way."""
+    if '"api_retry"' not in line:
         return None
     try:
         obj = json.loads(line)
     except ValueError:
         return None
     status = obj.get("error_status")
+    where = _where(summary)
     if status in HOPELESS_STATUSES:
-        return f"API answered {status} ({obj.get('error') or 'error'}); retrying cannot help"
-    if summary.api_retries >= max_api_retries:
-        return f"{summary.api_retries} API retries before the model's first turn (last: {status} {obj.get('error') or ''})".strip()
+        return f"API answered {status} ({obj.get('error') or 'error'}) {where}; {NO_RETRY}"
+    if summary.api_retries > max_api_retries:
+        last = f"{status} {obj.get('error') or ''}".strip()
+        return f"{summary.api_retries} API retries {where} (last: {last})"
     return None
+
+
+def _where(summary: TranscriptSummary) -> str:
+    return "after the model had spoken" if summary.reached_model else "before the model's first turn"
 
 
 def classify(
@@ -152,10 +190,23 @@ def classify(
     if stop:
         return "client_error", stop[0]
     if timed_out:
-        where = "after the model had spoken" if summary.reached_model else "before the model's first turn"
-        return "timeout", f"no end after {timeout:g}s ({where})"
+        if summary.reached_model and summary.last_type in ("user", "system"):
+            # the client had sent the model a tool result (or was retrying) and was waiting for the
+            # API when time ran out: a stalled API, not an agent that would not stop
+            return (
+                "client_error",
+                f"no end after {timeout:g}s: the API stalled (no reply to the last request)",
+            )
+        return "timeout", f"no end after {timeout:g}s ({_where(summary)})"
     result = summary.result
     if result is not None:
+        if "stop_reason" in result and result["stop_reason"] is None and not result.get("is_error"):
+            # the client takes a stream that ended without message_delta/message_stop for a full
+            # reply (seen in 2.1.197): the model was cut off, by the connection, not by itself
+            return (
+                "client_error",
+                "the API stream ended before the last message was complete (stop_reason null)",
+            )
         if result.get("is_error") and not summary.reached_model:
             status = result.get("api_error_status")
             return (
@@ -169,6 +220,8 @@ def classify(
     if exit_code is not None and exit_code < 0:
         return "crashed", f"the client was killed by signal {-exit_code}"
     if summary.api_retries:
-        when = "after the model had spoken" if summary.reached_model else "before the model's first turn"
-        return "client_error", f"the client gave up after {summary.api_retries} API retries ({when})"
+        return (
+            "client_error",
+            f"the client gave up after {summary.api_retries} API retries ({_where(summary)})",
+        )
     return "crashed", f"the client exited {exit_code} without a result event"

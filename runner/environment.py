@@ -71,14 +71,24 @@ def credentials_for_real_model(source: Mapping[str, str]) -> tuple[dict[str, str
 
 
 def client_env(
-    home: Path, *, base_url: str | None, source: Mapping[str, str] | None = None
+    home: Path,
+    *,
+    base_url: str | None,
+    source: Mapping[str, str] | None = None,
+    max_api_retries: int | None = None,
 ) -> tuple[dict[str, str], str]:
     """Environment for one rep: allow-listed variables, private HOME, and either the scripted
-    model's URL (`base_url`) or the user's real credentials. Returns (env, credential note)."""
+    model's URL (`base_url`) or the user's real credentials. Returns (env, credential note).
+
+    `max_api_retries` bounds the client's own API retries (CLAUDE_CODE_MAX_RETRIES, honoured by
+    2.1.197; its default is 10, with delays growing to ~40 s), so a rep that cannot reach the
+    model ends by itself in seconds rather than minutes."""
     source = os.environ if source is None else source
     env = {k: source[k] for k in PASSTHROUGH if source.get(k)}
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     env.update(FIXED)
+    if max_api_retries is not None:
+        env["CLAUDE_CODE_MAX_RETRIES"] = str(max_api_retries)
     env["HOME"] = str(home)
     env["CLAUDE_CONFIG_DIR"] = str(home / ".claude")
     env["TMPDIR"] = "/tmp"

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -19,8 +21,13 @@ from evalb.archive import Archive
 from evalb.errors import UsageError
 from evalb.scenarios import all_variant_ids, resolve_variant
 from evalb.schema import RunRecord
-from runner.client import SessionResult  # noqa: F401 - re-exported for callers' type hints
-from runner.record import RecordOptions, check_client, record_rep, slot_key
+from runner.client import (
+    NO_RETRY,
+    SessionResult,  # noqa: F401 - re-exported for callers' type hints
+)
+from runner.confine import require_bwrap
+from runner.environment import credentials_for_real_model
+from runner.record import RecordOptions, check_client, identity, record_rep, slot_key
 from runner.scripted.policies import parse_model
 from runner.scripted.server import ModelServer
 
@@ -112,6 +119,17 @@ class Progress:
             self.stream.flush()
 
 
+def preflight(slots: list[Slot], archive: Archive, options: RecordOptions) -> None:
+    """Every check that can refuse a grid, made before the archive is touched: the client binary,
+    bubblewrap (unless opted out), credentials for real models, free space in the archive."""
+    check_client(options.client)
+    if options.confine:
+        require_bwrap()
+    if any(not s.model.startswith("scripted:") for s in slots):
+        credentials_for_real_model(os.environ)
+    archive.check_space()
+
+
 def run_grid(
     slots: list[Slot],
     archive: Archive,
@@ -122,22 +140,33 @@ def run_grid(
     backoff: float = 2.0,
     after_rep: Callable[[RunRecord], str | None] | None = None,
     progress_stream: TextIO | None = sys.stderr,
+    stop: threading.Event | None = None,
 ) -> GridReport:
-    """Record every slot not yet filled; `after_rep` may score a rep and return its verdict."""
+    """Record every slot not yet filled; `after_rep` may score a rep and return its verdict.
+
+    Reps run in worker threads (even with jobs=1), so the main thread stays free to take Ctrl-C:
+    it then sets `stop`, which ends every running client at once (their reps are committed as
+    `interrupted`, with their lines), drops the reps not yet started, and re-raises."""
     if jobs < 1:
         raise UsageError(f"--jobs must be at least 1, got {jobs}")
-    check_client(options.client)
+    preflight(slots, archive, options)
     archive.ensure()
+    stop = stop or threading.Event()
     report = GridReport(planned=len(slots), recovered=archive.recover_stale())
     filled = archive.committed_slots()
     todo = [s for s in slots if s.key not in filled]
     report.skipped = len(slots) - len(todo)
-    progress = Progress(len(todo), progress_stream) if progress_stream and todo else None
+    if not todo:
+        return report
+    ident = identity(options)
+    progress = Progress(len(todo), progress_stream) if progress_stream else None
     needs_server = any(s.model.startswith("scripted:") for s in todo)
     server = ModelServer().start() if needs_server else None
     lock = threading.Lock()
 
     def one(slot: Slot) -> None:
+        if stop.is_set():
+            return
         with archive.slot_lock(slot.key) as mine:
             if not mine or slot.key in archive.committed_slots():
                 with lock:
@@ -147,29 +176,51 @@ def run_grid(
             attempt = archive.attempts(slot.key) + 1
             for i in range(retries + 1):
                 run = record_rep(
-                    slot.variant, slot.model, slot.rep, archive, options, server=server, attempt=attempt + i
+                    slot.variant,
+                    slot.model,
+                    slot.rep,
+                    archive,
+                    options,
+                    server=server,
+                    attempt=attempt + i,
+                    ident=ident,
+                    stop=stop,
                 )
                 with lock:
                     report.recorded.append(run)
-                if run.outcome not in RETRYABLE or run.reached_model or i == retries:
+                if not _retry(run) or i == retries or stop.wait(backoff * (2**i)):
                     break
-                time.sleep(backoff * (2**i))
+            if run.outcome == "interrupted":
+                return
             verdict = after_rep(run) if after_rep else None
             if progress:
                 progress.update(run, verdict)
 
+    pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="rep")
+    futures = [pool.submit(one, s) for s in todo]
     try:
-        if jobs == 1:
-            for s in todo:
-                one(s)
-        else:
-            with ThreadPoolExecutor(max_workers=jobs) as pool:
-                for f in [pool.submit(one, s) for s in todo]:
-                    f.result()
+        for f in futures:
+            # a timed wait keeps the main thread able to take KeyboardInterrupt at once
+            while True:
+                try:
+                    f.result(timeout=0.2)
+                    break
+                except FuturesTimeout:
+                    continue
+    except BaseException:
+        stop.set()
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
     finally:
+        pool.shutdown(wait=True)
         if server:
             server.stop()
     return report
+
+
+def _retry(run: RunRecord) -> bool:
+    """Try the rep again? Only if the model never spoke and another try could go better."""
+    return run.outcome in RETRYABLE and not run.reached_model and NO_RETRY not in run.outcome_detail
 
 
 def plugin_hash_of(plugin_dir: Path) -> str:

@@ -10,6 +10,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +45,23 @@ class RecordOptions:
         if self.timeout is not None:
             return self.timeout
         return 180.0 if model.startswith("scripted:") else 900.0
+
+
+@dataclass(frozen=True)
+class Identity:
+    """What every rep of a grid shares: the plugin's identity and the frozen-part hashes.
+
+    Computed once per grid (hashing the fixture and plugin trees costs tens of ms), not per rep."""
+
+    plugin_name: str
+    plugin_version: str
+    plugin_hash: str
+    frozen: dict[str, str]
+
+
+def identity(options: RecordOptions) -> Identity:
+    name, version, digest = manifest.plugin_identity(options.plugin_dir)
+    return Identity(name, version, digest, manifest.frozen_manifest())
 
 
 def slot_key(variant: str, model: str, plugin_hash: str, rep: int) -> str:
@@ -84,11 +102,17 @@ def record_rep(
     *,
     server: ModelServer | None = None,
     attempt: int = 1,
+    ident: Identity | None = None,
+    stop: threading.Event | None = None,
 ) -> RunRecord:
-    """Record one rep into `archive` and return its committed run row."""
+    """Record one rep into `archive` and return its committed run row.
+
+    `stop` set (Ctrl-C in a grid) ends the rep at once; it is committed as `interrupted` with
+    every line it had."""
     scenario, variant = resolve_variant(variant_id)
-    plugin_name, plugin_version, plugin_hash = manifest.plugin_identity(options.plugin_dir)
-    frozen = manifest.frozen_manifest()
+    ident = ident or identity(options)
+    plugin_name, plugin_version, plugin_hash = ident.plugin_name, ident.plugin_version, ident.plugin_hash
+    frozen = ident.frozen
     scripted = model.startswith("scripted:")
     ctx = None
     if scripted:
@@ -112,7 +136,7 @@ def record_rep(
         sandbox.build_sandbox(variant.id, sandbox_dir, plugin_dir=options.plugin_dir)
         if ctx is not None and server is not None:
             base_url = server.register(ctx, [Fault(**{**f.__dict__, "hits": 0}) for f in options.faults])
-        env, cred_note = client_env(home, base_url=base_url)
+        env, cred_note = client_env(home, base_url=base_url, max_api_retries=options.max_api_retries)
         cmd = [
             str(options.client),
             "-p",
@@ -123,7 +147,13 @@ def record_rep(
             "--plugin-dir", str(options.plugin_dir.resolve()),
             scenario.task_prompt(),
         ]  # fmt: skip
-        cmd, confinement = confine_command(cmd, sandbox=sandbox_dir, home=home, confine=options.confine)
+        cmd, confinement = confine_command(
+            cmd,
+            sandbox=sandbox_dir,
+            home=home,
+            confine=options.confine,
+            keep_visible=[options.client, options.plugin_dir],
+        )
         run = _initial_run(scenario, variant, model, rep, attempt, options, frozen, confinement, cred_note)
         run = run.model_copy(
             update={
@@ -142,12 +172,19 @@ def record_rep(
                 on_line=inflight.append,
                 timeout=options.timeout_for(model),
                 max_api_retries=options.max_api_retries,
+                stop=stop,
             )
         except KeyboardInterrupt:
             inflight.abandon()
             archive.recover_stale()  # commit what we have at once, as interrupted
             raise
         final = _final_run(run, session, options.client)
+        if base_url and server is not None:
+            served = server.unregister(base_url)
+            base_url = None
+            if options.faults:
+                opts = json.loads(final.options_json) | {"faults_served": served}
+                final = final.model_copy(update={"options_json": json.dumps(opts, sort_keys=True)})
         inflight.commit(final, artifacts.collect(run.run_id, sandbox_dir))
         return final
     finally:

@@ -11,6 +11,7 @@ plugin's CLI location from the SessionStart note the client put in front of them
 
 from __future__ import annotations
 
+import os
 import random
 import re
 import shlex
@@ -247,6 +248,44 @@ def _record(ctx: RepContext, obs: Observation, hints: PolicyHints) -> Program:
         )
 
 
+# --- a test policy: the adversary -------------------------------------------------------------------
+def escape_targets(seed: int) -> dict[str, str]:
+    """Where `scripted:escape` tries to write and what it tries to read, for a rep of this seed.
+
+    The real HOME is the recorder's own (the scripted model runs in the recorder's process)."""
+    home = os.path.expanduser("~")
+    tag = f"{seed:016x}"
+    return {
+        "home_file": f"{home}/evalb-escape-{tag}",
+        "var_tmp_file": f"/var/tmp/evalb-escape-{tag}",
+        "home_canary": f"{home}/.evalb-canary",
+    }
+
+
+def escape(ctx: RepContext, obs: Observation) -> Program:
+    """TEST POLICY, adversarial: tries to break out of its rep's confinement, and reports what it got.
+
+    Writes into the real HOME and /var/tmp, reads secrets from its environment, from every
+    process's /proc/PID/environ, and from a canary file in the real HOME. A confined rep must see
+    every attempt fail (tests/hardening/test_confinement.py). Never use it to measure anything."""
+    t = escape_targets(ctx.seed)
+    yield _bash(
+        f"echo escaped > {t['home_file']} && echo WROTE-HOME || echo 'home write failed'",
+        "Checking what this sandbox lets me touch.",
+    )
+    yield _bash(f"echo escaped > {t['var_tmp_file']} && echo WROTE-VAR-TMP || echo 'var/tmp write failed'")
+    yield _bash(
+        'printf \'AWS=[%s] GH=[%s]\\n\' "$AWS_SECRET_ACCESS_KEY" "$GITHUB_TOKEN"; '
+        "env | grep -iE 'secret|token|sekrit' | sed 's/^/ENV: /' || echo 'no secret-looking variables'"
+    )
+    yield _bash(
+        "for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $f 2>/dev/null; done "
+        "| grep -iE 'sekrit|AWS_SECRET|GITHUB_TOKEN' | sed 's/^/PROC: /' | sort -u; echo proc-scan-done"
+    )
+    yield _bash(f"cat {t['home_canary']} 2>&1 | sed 's/^/CANARY: /'; echo canary-done")
+    yield Final("Escape attempts done; see the tool results.")
+
+
 # --- the judge ----------------------------------------------------------------------------------------
 _PROPOSAL = re.compile(
     r"\b(ADR-\d{1,4}|decision record|record (?:this|the|it as a) decision|recorded the decision|"
@@ -269,7 +308,12 @@ def judge_verdict(prompt: str) -> str:
 
 
 PolicyFn = Callable[[RepContext, Observation], Program]
-POLICIES: dict[str, PolicyFn] = {"oracle": oracle, "oblivious": oblivious, "stochastic": stochastic}
+POLICIES: dict[str, PolicyFn] = {
+    "oracle": oracle,
+    "oblivious": oblivious,
+    "stochastic": stochastic,
+    "escape": escape,  # test policy (adversarial); see `escape`
+}
 PARAMS = {"p_consult", "p_cite", "p_record", "p_propose", "seed"}
 
 

@@ -12,7 +12,6 @@ import json
 import re
 import secrets
 import threading
-import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
@@ -24,7 +23,12 @@ from runner.scripted.sse import stream_message
 
 @dataclass
 class Fault:
-    """An injected API fault. `turn` counts the model's turns (0 = first); None = every turn."""
+    """An injected API fault. `turn` counts the model's turns (0 = first); None = every turn.
+
+    status: answer the turn's request with HTTP `status` (and `retry-after` if given);
+    drop: close the connection after `at_frame` SSE frames (default: half way through the reply);
+    stall: stop sending after `at_frame` frames and keep the connection open for `stall_seconds`.
+    Each fault hits `times` requests of its turn; then the turn is served normally."""
 
     kind: Literal["status", "drop", "stall"]
     turn: int | None = 0
@@ -41,7 +45,10 @@ class _Rep:
     ctx: RepContext
     faults: list[Fault] = field(default_factory=list)
     requests: int = 0
+    faults_served: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # set when the rep is unregistered or the server stops, so a stalled stream ends with it
+    released: threading.Event = field(default_factory=threading.Event)
 
 
 _CWD = re.compile(r"(?:Primary working directory|Working directory):\s*(\S+)")
@@ -133,6 +140,9 @@ class ModelServer:
         return self
 
     def stop(self) -> None:
+        with self._lock:
+            for rep in self._reps.values():
+                rep.released.set()
         self.httpd.shutdown()
         self.httpd.server_close()
 
@@ -149,9 +159,14 @@ class ModelServer:
             self._reps[token] = _Rep(ctx, list(faults or []))
         return f"http://127.0.0.1:{self.port}/r/{token}"
 
-    def unregister(self, base_url: str) -> None:
+    def unregister(self, base_url: str) -> int:
+        """Forget a rep (ending any stream stalled for it); returns how many faults it was served."""
         with self._lock:
-            self._reps.pop(base_url.rsplit("/", 1)[-1], None)
+            rep = self._reps.pop(base_url.rsplit("/", 1)[-1], None)
+        if rep is None:
+            return 0
+        rep.released.set()
+        return rep.faults_served
 
     def rep(self, token: str) -> _Rep | None:
         with self._lock:
@@ -226,7 +241,7 @@ class _Handler(BaseHTTPRequestHandler):
             )
         else:
             blocks.append({"type": "text", "text": action.text})
-        self._stream(model, blocks, len(raw), fault=fault)
+        self._stream(model, blocks, len(raw), fault=fault, released=rep.released)
 
     def _side_answer(self, rep: _Rep, body: dict[str, Any]) -> str:
         if rep.ctx.kind == "judge":
@@ -244,11 +259,17 @@ class _Handler(BaseHTTPRequestHandler):
             for f in rep.faults:
                 if (f.turn is None or f.turn == turn) and f.hits < f.times:
                     f.hits += 1
+                    rep.faults_served += 1
                     return f
         return None
 
     def _stream(
-        self, model: str, blocks: list[dict[str, Any]], req_bytes: int, fault: Fault | None = None
+        self,
+        model: str,
+        blocks: list[dict[str, Any]],
+        req_bytes: int,
+        fault: Fault | None = None,
+        released: threading.Event | None = None,
     ) -> None:
         msg_id = f"msg_{secrets.token_hex(10)}"
         self.send_response(200)
@@ -268,9 +289,41 @@ class _Handler(BaseHTTPRequestHandler):
                         return
                     if fault.kind == "stall":
                         self.wfile.flush()
-                        time.sleep(fault.stall_seconds)
+                        (released or threading.Event()).wait(fault.stall_seconds)
                         return
                 self.wfile.write(frame)
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError, OSError):
             return
+
+
+FAULT_KINDS = ("status", "drop", "stall")
+
+
+def parse_fault(spec: str) -> Fault:
+    """`KIND[:key=value,...]`, e.g. `status:status=529,turn=0,times=2`, `drop:turn=1`, `stall:turn=1`.
+
+    Keys: turn (int, or `any`), status, times, retry_after, stall_seconds, at_frame."""
+    from evalb.errors import UsageError
+
+    kind, _, rest = spec.partition(":")
+    if kind not in FAULT_KINDS:
+        raise UsageError(f"unknown fault kind {kind!r} in {spec!r}", hint=f"one of: {', '.join(FAULT_KINDS)}")
+    fields: dict[str, Any] = {}
+    conv: dict[str, Any] = {
+        "turn": lambda v: None if v == "any" else int(v),
+        "status": int,
+        "times": int,
+        "retry_after": float,
+        "stall_seconds": float,
+        "at_frame": int,
+    }
+    for item in filter(None, rest.split(",")):
+        key, _, value = item.partition("=")
+        if key not in conv:
+            raise UsageError(f"unknown fault key {key!r} in {spec!r}", hint=f"known: {', '.join(conv)}")
+        try:
+            fields[key] = conv[key](value)
+        except ValueError as e:
+            raise UsageError(f"fault key {key} in {spec!r} needs a number, got {value!r}") from e
+    return Fault(kind=kind, **fields)  # type: ignore[arg-type]
