@@ -209,9 +209,10 @@ def classify(
             )
         if result.get("is_error") and not summary.reached_model:
             status = result.get("api_error_status")
+            said = " ".join(str(result.get("result") or "").split())[:160]
             return (
                 "client_error",
-                f"the client ended with an error before the model's first turn (status {status})",
+                f"the client ended with an error before the model's first turn (status {status}): {said}",
             )
         if result.get("is_error") or str(result.get("subtype", "")).startswith("error"):
             return "client_error", f"result {result.get('subtype')}: {str(result.get('result') or '')[:200]}"
