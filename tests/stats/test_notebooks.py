@@ -27,11 +27,16 @@ def test_there_are_notebooks():
     assert {p.name for p in NOTEBOOKS} >= {"variance.ipynb", "compare-variants.ipynb"}
 
 
+@pytest.mark.parametrize("archive", ["small_archive", "stochastic_archive"])
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_notebook_runs_without_error(path: Path, small_archive: Path):
-    """Executing the notebook raises on any cell error; the kernel is this environment's Python."""
+def test_notebook_runs_without_error(path: Path, archive: str, request: pytest.FixtureRequest):
+    """Executing the notebook raises on any cell error; the kernel is this environment's Python.
+
+    Run against a simulated archive (two plugins, two models) and one recorded with the real client
+    and the stochastic scripted policy, then scored.
+    """
     nb = nbformat.read(path, as_version=4)
-    _inject(nb, small_archive)
+    _inject(nb, request.getfixturevalue(archive))
     # nbclient raises CellExecutionError on the first failing cell.
     NotebookClient(
         nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}

@@ -30,6 +30,14 @@ def report_file(small_archive: Path, tmp_path_factory: pytest.TempPathFactory) -
     return out
 
 
+@pytest.fixture(scope="module")
+def recorded_report(stochastic_archive: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The report of an archive recorded with the real client and the stochastic scripted policy."""
+    out = tmp_path_factory.mktemp("report") / "recorded.html"
+    build_report(stochastic_archive, out)
+    return out
+
+
 class TestReportContent:
     def test_offline_no_cdn(self, report_file):
         """plotly.js is inlined: no script or stylesheet is fetched, from a CDN or anywhere."""
@@ -50,6 +58,15 @@ class TestReportContent:
                 assert re.search(rf'<tr class="[^"]*ev-b" id="run-{r["run_id"]}-seq-{seq}">', block)
             highlighted = len(re.findall(r'<tr class="ev-', block))
             assert highlighted == len(set(r["evidence_a"]) | set(r["evidence_b"]))
+
+    def test_recorded_archive_drilldown(self, recorded_report, stochastic_archive):
+        """On a real recording, every scored run has a drill-down with its real events and evidence."""
+        page = recorded_report.read_text()
+        scores = load_scores(stochastic_archive)
+        assert page.count('<details id="run-') == scores.height
+        for r in scores.iter_rows(named=True):
+            for seq in set(r["evidence_a"]) | set(r["evidence_b"]):
+                assert f'id="run-{r["run_id"]}-seq-{seq}"' in page
 
     def test_sections(self, report_file):
         """Grid, cells, reps, paired, planning, costs and runs sections are all there."""
@@ -90,13 +107,15 @@ class TestInBrowser:
             check=False,
         )
 
-    def test_plotly_renders_every_chart(self, report_file, tmp_path):
+    @pytest.mark.parametrize("which", ["report_file", "recorded_report"])
+    def test_plotly_renders_every_chart(self, which, tmp_path, request):
         """After scripts run, each chart div holds plotly's svg and the tables are in the DOM."""
+        report_file = request.getfixturevalue(which)
         res = self._chromium(tmp_path, "--dump-dom", report_file.as_uri())
         dom = res.stdout
         assert res.returncode == 0, res.stderr[-2000:]
         charts = re.findall(r'<div id="fig-([\w-]+)"', report_file.read_text())
-        assert len(charts) >= 8
+        assert {"grid", "cells", "cells-a", "cells-b", "reps", "paired-0", "power"} <= set(charts)
         for name in charts:
             after = dom.split(f'id="fig-{name}"', 1)[1][:20000]
             assert 'class="main-svg"' in after, f"chart {name} did not render"
