@@ -106,7 +106,8 @@ def _record(
 ) -> None:
     arch = Archive(archive)
     slots = grid_mod.expand(scenarios, models, reps, grid_mod.plugin_hash_of(options.plugin_dir))
-    arch.ensure()
+    # every refusal comes before the archive is created or touched
+    grid_mod.preflight(slots, arch, options)
     if results is not None:
         try:
             results.parent.mkdir(parents=True, exist_ok=True)

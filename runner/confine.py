@@ -73,6 +73,8 @@ def confine_command(
         for p in dict.fromkeys(_top_under(x.resolve(), real_home) for x in wanted if x.exists()):
             if p is not None:
                 hide_home += ["--ro-bind", str(p), str(p)]
+        # read-only like the rest of the host: a write there fails instead of vanishing silently
+        hide_home += ["--remount-ro", str(real_home)]
     wrapped = [
         bwrap,
         "--ro-bind", "/", "/",
