@@ -92,11 +92,9 @@ class TestCli:
         assert "is not an evalb archive" in res.output and "Traceback" not in res.output
 
 
-@pytest.mark.skipif(
-    not Path(CHROMIUM).exists(), reason="Debian chromium not installed (scripts/setup installs it)"
-)
 class TestInBrowser:
     def _chromium(self, tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+        assert Path(CHROMIUM).exists(), f"{CHROMIUM} missing: scripts/setup installs Debian chromium"
         profile = tmp_path / "profile"
         profile.mkdir(exist_ok=True)
         return subprocess.run(
