@@ -132,7 +132,7 @@ class Scenario(BaseModel):
 
     def all_variants(self) -> list[Variant]:
         """The base variant first, then the extra ones."""
-        return [Variant(id=self.id, graph=self.graph), *self.variants]
+        return [Variant(id=self.id, graph=self.graph, expect_b="pass"), *self.variants]
 
     def task_prompt(self) -> str:
         """The held-out Task block. Only `runner` may call this, to start the client."""
