@@ -1,0 +1,259 @@
+"""Benchmark (not a test): full-archive rescoring vs one transcript per process, as the spec's bin/check did.
+
+    .venv/bin/python benchmarks/bench_score.py [--runs 10000] [--sample 100] [--workdir DIR]
+
+Builds a synthetic archive of N runs shaped like real transcripts (20-60 events each, every
+variant, passing, failing and invalid behaviours; committed with evalb.archive like real runs),
+then measures in fresh processes:
+  1. a full score pass over the archive (analysis.checker.score_archive, judge answers cached
+     after the first pass; the keyword judge stands in for the model so no API is called);
+  2. the same rules applied one transcript per process: a subprocess per run that loads its
+     JSONL, parses it and scores it alone in DuckDB, timed on a sample and extrapolated to N.
+Prints wall time and peak RSS side by side, plus how long reading the Parquet files alone takes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from analysis import fabricate as fab  # noqa: E402
+from evalb.archive import Archive  # noqa: E402
+from evalb.scenarios import load_scenarios  # noqa: E402
+
+BEHAVIOURS = ("perfect", "oblivious", "untouched", "prose", "nohook")
+
+
+def _padded(made: fab.Fabricated, rng: random.Random, target: int) -> fab.Fabricated:
+    """Insert ordinary code-reading tool calls after the init line until the run has ~target events."""
+    lines = list(made.lines)
+    init = next(i for i, ln in enumerate(lines) if '"subtype":"init"' in ln)
+    b = fab.TranscriptBuilder()
+    while len(lines) + len(b.lines) < target:
+        f = rng.choice(["lib/relay/delivery.rb", "lib/relay/signer.rb", "test/delivery_test.rb", "Rakefile"])
+        if rng.random() < 0.5:
+            b.read(f, "def deliver\n  # ...\nend\n" * rng.randint(1, 30))
+        else:
+            b.bash(f"grep -n def {f}", "3: def deliver\n9: def retry_at\n")
+    return fab.Fabricated(lines[: init + 1] + b.lines + lines[init + 1 :], made.files)
+
+
+def _make(i: int) -> tuple[str, str, list[str], list[fab.SandboxFile], str]:
+    rng = random.Random(i)
+    scenarios = load_scenarios()
+    adrs = fab.load_adrs()
+    sc = rng.choice(scenarios)
+    v = rng.choice(sc.all_variants())
+    beh = rng.choices(BEHAVIOURS, weights=[5, 3, 1, 1, 1])[0]
+    if beh == "perfect":
+        made = fab.perfect(sc, v, adrs)
+    elif beh == "oblivious":
+        made = fab.oblivious(sc)
+    elif beh == "untouched":
+        made = fab.untouched(sc)
+    elif beh == "prose":
+        made = fab.prose_only(sc, adrs) if sc.kind.value == "retrieval" else fab.proposes_in_prose(sc)
+    else:
+        made = fab.no_hook(sc, sc.all_variants()[0], adrs)
+    made = _padded(made, rng, rng.randint(20, 60))
+    return v.id, sc.id, made.lines, made.files, rng.choice(["haiku", "sonnet"])
+
+
+def _commit_chunk(args: tuple[str, int, int]) -> None:
+    root, start, stop = args
+    archive = Archive(root)
+    for i in range(start, stop):
+        variant, scenario, lines, files, model = _make(i)
+        fab.archive_transcript(
+            archive,
+            lines,
+            variant=variant,
+            scenario=scenario,
+            model_alias=model,
+            rep=i,
+            files=files,
+            source="import",
+            run_id=f"bench{i:06d}",
+        )
+
+
+def build(root: Path, n: int) -> float:
+    """Create the synthetic archive (two worker processes); return seconds taken."""
+    Archive(root).ensure()
+    t = time.perf_counter()
+    chunks = [(str(root), s, min(s + 250, n)) for s in range(0, n, 250)]
+    with ProcessPoolExecutor(max_workers=2) as pool:
+        list(pool.map(_commit_chunk, chunks))
+    return time.perf_counter() - t
+
+
+# --- one process per transcript (the bin/check way) --------------------------------------------
+def score_one(jsonl: Path, variant: str, files_json: Path) -> str:
+    """Score one transcript alone: parse its JSONL, load it into a fresh DuckDB, run the same rules."""
+    import duckdb
+    import polars as pl
+
+    from analysis.checker import _check_patterns, load_rules, scenario_tables
+    from analysis.rules import FINAL
+    from evalb.schema import to_frame
+    from evalb.transcript import TranscriptSummary, parse_lines
+
+    lines = jsonl.read_text().splitlines()
+    events = to_frame("events", parse_lines("one", lines))
+    summary = TranscriptSummary()
+    for line in lines:
+        summary.feed(line)
+    runs = pl.DataFrame(
+        {
+            "run_id": ["one"],
+            "scenario": [variant.split("-")[0]],
+            "variant": [variant],
+            "model_alias": ["m"],
+            "plugin_hash": [None],
+            "rep": [0],
+            "started_at": [None],
+            "outcome": ["completed"],
+        },
+        schema_overrides={"plugin_hash": pl.String, "started_at": pl.Datetime("us", "UTC")},
+    )
+    files = json.loads(files_json.read_text())
+    artifacts = pl.DataFrame(
+        [
+            {
+                "run_id": "one",
+                "path": f["path"],
+                "kind": "file",
+                "git_status": f["status"],
+                "content": f["content"],
+            }
+            for f in files
+        ],
+        schema={
+            "run_id": pl.String,
+            "path": pl.String,
+            "kind": pl.String,
+            "git_status": pl.String,
+            "content": pl.String,
+        },
+    )
+    meta, pats = scenario_tables()
+    con = duckdb.connect()
+    _check_patterns(con, pats)
+    for name, df in [
+        ("runs", runs),
+        ("events", events),
+        ("artifacts", artifacts),
+        ("scenario_meta", meta),
+        ("scenario_patterns", pats),
+    ]:
+        con.register(f"_{name}", df)
+        con.execute(f"CREATE TABLE {name} AS SELECT * FROM _{name}")
+    con.execute("CREATE TABLE judge_verdicts (run_id VARCHAR, verdict VARCHAR, raw_output VARCHAR)")
+    for rule in load_rules():
+        con.execute(rule.sql)
+    return con.sql(f"SELECT verdict FROM {FINAL}").fetchall()[0][0]
+
+
+def per_process(workdir: Path, n: int, sample: int) -> tuple[float, int]:
+    """Seconds and peak RSS (KiB) for `sample` runs scored one process each."""
+    items = []
+    for i in range(sample):
+        variant, _scenario, lines, files, _model = _make(i)
+        j = workdir / f"t{i}.jsonl"
+        j.write_text("\n".join(lines) + "\n")
+        f = workdir / f"t{i}.files.json"
+        f.write_text(json.dumps([{"path": x.path, "status": x.status, "content": x.content} for x in files]))
+        items.append((j, variant, f))
+    t = time.perf_counter()
+    for j, variant, f in items:
+        subprocess.run(
+            [sys.executable, __file__, "--one", str(j), variant, str(f)], check=True, capture_output=True
+        )
+    elapsed = time.perf_counter() - t
+    return elapsed, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+
+
+def timed_child(code: str) -> tuple[float, int, str]:
+    """Run python code in a fresh process; return (wall seconds, its peak RSS in KiB, its stdout)."""
+    t = time.perf_counter()
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"import resource, sys; sys.path.insert(0, {str(REPO)!r})\n{code}\n"
+            "print('RSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    elapsed = time.perf_counter() - t
+    out = proc.stdout.strip().splitlines()
+    rss = int(out[-1].split()[1])
+    return elapsed, rss, "\n".join(out[:-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=10_000)
+    ap.add_argument("--sample", type=int, default=100)
+    ap.add_argument("--workdir", type=Path)
+    ap.add_argument("--one", nargs=3, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.one:
+        print(score_one(Path(args.one[0]), args.one[1], Path(args.one[2])))
+        return
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="evalb-bench-"))
+    root = workdir / "archive"
+    if not (root / "runs").is_dir() or len(os.listdir(root / "runs")) < args.runs:
+        print(f"building {args.runs} runs in {root} ...", flush=True)
+        print(f"  built in {build(root, args.runs):.1f} s")
+    n_events = timed_child(
+        f"import duckdb; print(duckdb.sql(\"SELECT count(*) FROM read_parquet('{root}/events/*.parquet')\").fetchall()[0][0])"
+    )[2]
+    print(f"archive: {args.runs} runs, {n_events} event rows, {3 * args.runs} Parquet files")
+
+    score = (
+        "from analysis.checker import score_archive; from analysis.judge import KeywordJudge\n"
+        f"sp = score_archive({str(root)!r}, judge=KeywordJudge(), rescore=True)\n"
+        "print(sp.scores.height, sp.judge_calls, sp.scores['verdict'].value_counts().sort('verdict').rows())"
+    )
+    first_s, first_rss, first_out = timed_child(score)
+    again_s, again_rss, again_out = timed_child(score)
+    read_s, read_rss, _ = timed_child(
+        "import duckdb\n"
+        f"duckdb.sql(\"SELECT count(*) FROM read_parquet('{root}/events/*.parquet', union_by_name=true)\").fetchall()\n"
+        f"duckdb.sql(\"SELECT count(*) FROM read_parquet('{root}/runs/*.parquet', union_by_name=true)\").fetchall()"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        pp_s, pp_rss = per_process(Path(tmp), args.runs, args.sample)
+    pp_total = pp_s / args.sample * args.runs
+
+    print(f"first pass (judge asked): {first_out}")
+    print(f"rescore (judge cached):   {again_out}")
+    print()
+    print(f"{'':38} {'wall':>10} {'peak RSS':>10}")
+    print(f"{'full rescore, whole archive (1 proc)':38} {again_s:>9.2f}s {again_rss / 1024:>8.0f}MB")
+    print(f"{'  of which: first pass incl. judge':38} {first_s:>9.2f}s {first_rss / 1024:>8.0f}MB")
+    print(f"{'  reading runs+events Parquet only':38} {read_s:>9.2f}s {read_rss / 1024:>8.0f}MB")
+    print(
+        f"{'one process per transcript (sample)':38} {pp_s:>9.2f}s {pp_rss / 1024:>8.0f}MB  ({args.sample} runs)"
+    )
+    print(f"{'  extrapolated to all runs':38} {pp_total:>9.0f}s {'':>10}  (x{args.runs // args.sample})")
+    print(f"speed-up: {pp_total / again_s:.0f}x")
+
+
+if __name__ == "__main__":
+    main()
