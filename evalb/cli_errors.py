@@ -8,6 +8,8 @@ import typer
 
 from evalb.errors import EvalbError
 
+INTERRUPTED = "error: interrupted; what was recorded is kept (rerun to resume)"
+
 
 def new_app(help: str) -> typer.Typer:
     """A typer app configured the evalb way (plain errors, no rich tracebacks, no completion noise)."""
@@ -23,7 +25,12 @@ def run_cli(app: typer.Typer, prog_name: str | None = None) -> None:
         print(f"error: {e.one_line()}", file=sys.stderr)
         sys.exit(e.exit_code)
     except KeyboardInterrupt:
-        print("error: interrupted; what was recorded is kept (rerun to resume)", file=sys.stderr)
+        print(INTERRUPTED, file=sys.stderr)
         sys.exit(130)
+    except SystemExit as e:
+        # typer turns Ctrl-C inside a command into a silent Exit(130): say it in one line
+        if e.code == 130:
+            print(INTERRUPTED, file=sys.stderr)
+        raise
     except BrokenPipeError:
         sys.exit(1)
