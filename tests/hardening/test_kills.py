@@ -84,7 +84,7 @@ def test_client_sigkilled_mid_rep_is_crashed_with_every_line(tmp_path: Path) -> 
     assert wait_no_procs(str(work)) == []
 
 
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
 def test_recorder_killed_mid_grid_then_rerun_completes(tmp_path: Path, sig: signal.Signals) -> None:
     """Recorder with --jobs 2 killed once reps are in flight (SIGKILL, or Ctrl-C = SIGINT): archive
     readable, no stray process; the rerun commits interrupted reps and completes every slot once."""
