@@ -236,6 +236,7 @@ def rule_connection(
     runs, events, artifacts = load_inputs(root, variant, model)
     con = duckdb.connect()
     con.execute("SET preserve_insertion_order = false")
+    con.execute("SET enable_progress_bar = false")
     for name, frame in (("runs", runs), ("events", events), ("artifacts", artifacts)):
         # One chunk per file read; handing DuckDB 10,000 chunks costs 10x more than rechunking first.
         con.register(f"_{name}", frame.rechunk())
