@@ -128,7 +128,8 @@ def checker_hash(rules_dir: Path | None = None, rubric_path: Path | None = None)
 # --- inputs -------------------------------------------------------------------------------------
 def scenario_tables(scenarios_dir: Path | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(scenario_meta, scenario_patterns): one row per variant, one row per (variant, role, pattern)."""
-    meta, pats = [], []
+    meta: list[dict[str, object]] = []
+    pats: list[dict[str, str]] = []
     for sc in load_scenarios(scenarios_dir):
         for v in sc.all_variants():
             meta.append(
@@ -150,7 +151,7 @@ def scenario_tables(scenarios_dir: Path | None = None) -> tuple[pl.DataFrame, pl
                 ("topic", sc.topic_patterns),
             ):
                 pats.extend({"variant": v.id, "role": role, "pattern": p} for p in patterns)
-    meta_schema = {
+    meta_schema: dict[str, pl.DataType | type[pl.DataType]] = {
         "variant": pl.String,
         "scenario": pl.String,
         "kind": pl.String,
