@@ -69,6 +69,8 @@ _RUN_COLUMNS_READ = (
     "rep",
     "started_at",
     "outcome",
+    "outcome_detail",
+    "reached_model",
 )
 _COMPARED = ("valid", "axis_a", "axis_b", "verdict", "reasons")
 

@@ -246,7 +246,8 @@ class TestNewAdr:
 
 class TestValidRun:
     def test_validity(self, tmp_path) -> None:
-        """No hook, a failed hook, no model turn, interruption, a missing result: INVALID; else valid."""
+        """No hook, a failed hook, no model turn, a client fault at any time, interruption, a missing
+        result: INVALID; a timeout after the model's first turn is scored."""
         runs = Runs(tmp_path)
         ok = hooked().text("hi").result("hi").lines
         runs.add("valid", ok)
@@ -256,6 +257,8 @@ class TestValidRun:
         )
         runs.add("crashed-early", hooked().lines, outcome="crashed")
         runs.add("timeout-after-turn", hooked().text("working").lines, outcome="timeout")
+        runs.add("api-error-after-turn", hooked().text("working").lines, outcome="client_error")
+        runs.add("timeout-no-turn", hooked().lines, outcome="timeout")
         runs.add("interrupted", ok, outcome="interrupted")
         runs.add("no-result", hooked().text("hi").lines)
         runs.add("unknown-variant", ok, "Z9")
@@ -266,7 +269,9 @@ class TestValidRun:
         assert reasons == {
             "no-hook": "no SessionStart hook_response: the hook note never reached the model",
             "hook-failed": "SessionStart hook failed (seq 1)",
-            "crashed-early": "crashed before the model's first turn",
+            "crashed-early": "crashed: fabricated",
+            "api-error-after-turn": "client_error: fabricated",
+            "timeout-no-turn": "timeout before the model's first turn",
             "interrupted": "interrupted: the recorder stopped before the rep ended",
             "no-result": "completed without a result event",
             "unknown-variant": "unknown variant Z9 (no scenario file defines it)",

@@ -156,12 +156,6 @@ def test_cut_and_stalled_streams_are_named(recorded: dict[str, Case]) -> None:
     assert "malformed response" in _runs(recorded["drop-before"])["outcome_detail"][0]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="analysis/rules/valid_run.sql (owned by analysis) counts the client's made-up "
-    "'<synthetic>' assistant message as the model's first turn, and scores client errors after it; "
-    "runs of injected faults then get FAIL. Remove this mark once the rule treats them as INVALID.",
-)
 def test_no_fault_is_scored_as_a_model_fail(recorded: dict[str, Case]) -> None:
     """The checker gives INVALID (never FAIL) to every rep that an API fault spoiled."""
     from analysis.checker import score_archive
