@@ -75,11 +75,23 @@ def confine_command(
                 hide_home += ["--ro-bind", str(p), str(p)]
         # read-only like the rest of the host: a write there fails instead of vanishing silently
         hide_home += ["--remount-ro", str(real_home)]
+    # The rep gets a private, empty /tmp. What it needs from the real /tmp (the client, the plugin,
+    # tools on PATH: e.g. a checkout living under /tmp, as CI's may) is bound back read-only, by
+    # top-level entry, so it stays visible exactly as it would be outside /tmp.
+    tmp = Path("/tmp")
+    wanted_tmp = [Path(p) for p in keep_visible] + [
+        Path(p) for p in os.environ.get("PATH", "").split(os.pathsep) if p
+    ]
+    keep_tmp: list[str] = []
+    for p in dict.fromkeys(_top_under(x.resolve(), tmp) for x in wanted_tmp if x.exists()):
+        if p is not None:
+            keep_tmp += ["--ro-bind", str(p), str(p)]
     wrapped = [
         bwrap,
         "--ro-bind", "/", "/",
         *hide_home,
         "--tmpfs", "/tmp",
+        *keep_tmp,
         "--dev", "/dev",
         "--unshare-pid",
         "--proc", "/proc",

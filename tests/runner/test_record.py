@@ -117,3 +117,17 @@ class TestReadingWithoutEvalb:
         sample = events.filter(pl.col("tool_name") == "Bash").row(0, named=True)
         raw = json.loads(sample["raw"])
         assert raw["message"]["content"][sample["block_index"]]["input"] == json.loads(sample["tool_input"])
+
+
+def test_a_plugin_under_tmp_stays_visible_to_the_confined_client(tmp_path: Path) -> None:
+    """Each rep gets a private /tmp; a plugin (or a checkout, as in CI) living under /tmp is bound back."""
+    import shutil
+
+    from evalb import paths
+
+    plugin = tmp_path / "my-plugin"
+    shutil.copytree(paths.REFERENCE_PLUGIN, plugin)
+    report = record_grid(tmp_path / "a", ["R1"], ["scripted:oracle"], 1, plugin_dir=plugin)
+    (run,) = report.recorded
+    assert (run.outcome, run.hook_seen, run.plugin_dir) == ("completed", True, str(plugin.resolve()))
+    assert str(plugin) in (run.hook_note or "")
