@@ -157,7 +157,7 @@ def grid_figure(
                 f"{lab}: {m:.2f} ± SE {s:.3f} (clustered SE {c:.3f}; reps-only SE {r:.3f})"
                 for lab, m, s, c, r in zip(
                     labels,
-                    grid["mean"],
+                    grid["mean"].fill_null(float("nan")),
                     grid["se"].fill_null(float("nan")),
                     grid["se_clustered"].fill_null(float("nan")),
                     grid["se_reps_only"].fill_null(float("nan")),

@@ -38,10 +38,12 @@ def summary_text(root: Path | str, conf: float = 0.95) -> str:
     for g in grid.sort("model_alias").iter_rows(named=True):
         se = g["se"]
         se_txt = "n/a" if se is None else f"{100 * se:.1f} pts"
+        if se is None:  # fewer than 2 scenarios with valid reps: no interval can be claimed
+            g = {**g, "lo": None, "hi": None}
         lines.append(
             f"  {g['model_alias']:<22} {str(g['plugin_hash'])[:8]:<8} {_pct(g['mean'])}  SE {se_txt}  "
             f"{int(conf * 100)}% CI {_interval(g['lo'], g['hi'])}  over {g['n_scenarios']} scenarios, "
-            f"{g['reps_mean']:.1f} reps each"
+            f"{g['reps_mean'] or 0:.1f} valid reps each"
         )
     invalid = scores.filter(~pl.col("valid").fill_null(False))
     if invalid.height:
