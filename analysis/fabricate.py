@@ -251,9 +251,9 @@ def archive_transcript(
     for line in lines:
         summary.feed(line)
     res = summary.result or {}
-    usage = summary.usage
     started = dt.datetime.now(dt.UTC)
     run = RunRecord(
+        **summary.run_fields(),
         run_id=run_id,
         schema_version=SCHEMA_VERSION,
         slot=f"{variant}|{model_alias}|fabricated|{rep}",
@@ -261,7 +261,6 @@ def archive_transcript(
         scenario=scenario,
         variant=variant,
         model_alias=model_alias,
-        model_id=summary.model_id,
         rep=rep,
         attempt=1,
         started_at=started,
@@ -270,20 +269,7 @@ def archive_transcript(
         exit_code=0 if outcome == "completed" else 1,
         outcome=outcome,
         outcome_detail="fabricated",
-        reached_model=summary.reached_model,
-        hook_seen=summary.hook_seen,
-        hook_note=summary.hook_note,
-        client_version=summary.client_version,
         client_path="(fabricated)",
-        session_id=summary.session_id,
-        result_subtype=res.get("subtype"),
-        num_turns=res.get("num_turns"),
-        cost_usd=res.get("total_cost_usd"),
-        input_tokens=usage.get("input_tokens"),
-        output_tokens=usage.get("output_tokens"),
-        cache_read_tokens=usage.get("cache_read_input_tokens"),
-        cache_creation_tokens=usage.get("cache_creation_input_tokens"),
-        api_retries=summary.api_retries,
         plugin_name="os-adr",
         plugin_version=None,
         plugin_hash="fabricated",
@@ -295,8 +281,6 @@ def archive_transcript(
         manifest_json=None,
         confinement="n/a",
         stderr="",
-        n_lines=summary.n_lines,
-        n_malformed=summary.n_malformed,
         recorder_version="fabricated",
         host="fabricated",
         options_json="{}",

@@ -169,6 +169,34 @@ class TranscriptSummary:
         u = (self.result or {}).get("usage")
         return u if isinstance(u, dict) else {}
 
+    def run_fields(self) -> dict[str, Any]:
+        """The runs-table fields a transcript alone decides (hook, model, result, usage, counts):
+        one mapping shared by the recorder, the importer and the self-test's fabricator."""
+        result, usage = self.result or {}, self.usage
+        cost = result.get("total_cost_usd")
+        return {
+            "reached_model": self.reached_model,
+            "hook_seen": self.hook_seen,
+            "hook_note": self.hook_note,
+            "model_id": self.model_id,
+            "client_version": self.client_version,
+            "session_id": self.session_id,
+            "result_subtype": _s(result.get("subtype")),
+            "num_turns": _int(result.get("num_turns")),
+            "cost_usd": float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None,
+            "input_tokens": _int(usage.get("input_tokens")),
+            "output_tokens": _int(usage.get("output_tokens")),
+            "cache_read_tokens": _int(usage.get("cache_read_input_tokens")),
+            "cache_creation_tokens": _int(usage.get("cache_creation_input_tokens")),
+            "api_retries": self.api_retries,
+            "n_lines": self.n_lines,
+            "n_malformed": self.n_malformed,
+        }
+
+
+def _int(v: Any) -> int | None:
+    return int(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
 
 def made_by_client(obj: dict[str, Any]) -> bool:
     """An assistant event the client made up itself (e.g. "API Error: ..."), not the model's turn."""

@@ -55,11 +55,12 @@ def import_transcript(
     outcome, detail = classify(exit_code, summary, timed_out=False, timeout=0, stop=[])
     if summary.result is None:
         detail = "imported transcript has no result event (the client was stopped or its output cut)"
-    result, usage = summary.result or {}, summary.usage
+    result = summary.result or {}
     frozen = manifest.frozen_manifest()
     plugin = manifest.plugin_identity(plugin_dir) if plugin_dir else (None, None, None)
     mtime = dt.datetime.fromtimestamp(transcript.stat().st_mtime, dt.UTC)
     run = RunRecord(
+        **summary.run_fields(),
         run_id=run_id,
         schema_version=SCHEMA_VERSION,
         slot=slot,
@@ -67,7 +68,6 @@ def import_transcript(
         scenario=sc.id,
         variant=variant.id,
         model_alias=model,
-        model_id=summary.model_id,
         rep=rep,
         attempt=1,
         started_at=mtime,
@@ -76,22 +76,7 @@ def import_transcript(
         exit_code=exit_code,
         outcome=outcome,
         outcome_detail=f"imported from {transcript.name}: {detail}",
-        reached_model=summary.reached_model,
-        hook_seen=summary.hook_seen,
-        hook_note=summary.hook_note,
-        client_version=summary.client_version,
         client_path="(imported)",
-        session_id=summary.session_id,
-        result_subtype=result.get("subtype"),
-        num_turns=result.get("num_turns") if isinstance(result.get("num_turns"), int) else None,
-        cost_usd=float(result["total_cost_usd"])
-        if isinstance(result.get("total_cost_usd"), int | float)
-        else None,
-        input_tokens=usage.get("input_tokens"),
-        output_tokens=usage.get("output_tokens"),
-        cache_read_tokens=usage.get("cache_read_input_tokens"),
-        cache_creation_tokens=usage.get("cache_creation_input_tokens"),
-        api_retries=summary.api_retries,
         plugin_name=plugin[0],
         plugin_version=plugin[1],
         plugin_hash=plugin[2],
@@ -103,8 +88,6 @@ def import_transcript(
         manifest_json=json.dumps(frozen, sort_keys=True),
         confinement="n/a (imported)",
         stderr="",
-        n_lines=summary.n_lines,
-        n_malformed=summary.n_malformed,
         recorder_version=__version__,
         host=socket.gethostname(),
         options_json=json.dumps({"imported_from": str(transcript), "sha256": digest}),

@@ -262,39 +262,18 @@ def _initial_run(
     )
 
 
-def _int(v: object) -> int | None:
-    return int(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
-
-
 def _final_run(run: RunRecord, s: SessionResult, client: Path) -> RunRecord:
-    summ = s.summary
-    result = summ.result or {}
-    usage = summ.usage
-    cost = result.get("total_cost_usd")
+    fields = s.summary.run_fields()
+    fields["client_version"] = fields["client_version"] or client_version(client)
     return run.model_copy(
         update={
+            **fields,
             "started_at": s.started_at,
             "ended_at": s.ended_at,
             "duration_ms": s.duration_ms,
             "exit_code": s.exit_code,
             "outcome": s.outcome,
             "outcome_detail": s.detail,
-            "reached_model": summ.reached_model,
-            "hook_seen": summ.hook_seen,
-            "hook_note": summ.hook_note,
-            "model_id": summ.model_id,
-            "client_version": summ.client_version or client_version(client),
-            "session_id": summ.session_id,
-            "result_subtype": result.get("subtype") if result else None,
-            "num_turns": _int(result.get("num_turns")),
-            "cost_usd": float(cost) if isinstance(cost, int | float) else None,
-            "input_tokens": _int(usage.get("input_tokens")),
-            "output_tokens": _int(usage.get("output_tokens")),
-            "cache_read_tokens": _int(usage.get("cache_read_input_tokens")),
-            "cache_creation_tokens": _int(usage.get("cache_creation_input_tokens")),
-            "api_retries": summ.api_retries,
             "stderr": s.stderr,
-            "n_lines": summ.n_lines,
-            "n_malformed": summ.n_malformed,
         }
     )
