@@ -112,6 +112,9 @@ class ClaudeJudge:
                 hint=f"run scripts/setup, or set {ENV_CMD} to a command that prints YES or NO",
             )
         env = {**os.environ, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1"}
+        # Without credentials the client would retry a 401 for minutes; fail in seconds instead
+        # (an ERROR verdict leaves the run INVALID and is asked again on the next rescore).
+        env.setdefault("CLAUDE_CODE_MAX_RETRIES", "3")
         # An empty cwd: the judge must see the final message only, not a project to explore.
         with tempfile.TemporaryDirectory(prefix="evalb-judge-") as cwd:
             proc = subprocess.run(

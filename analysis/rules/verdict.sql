@@ -2,7 +2,9 @@
 -- Axis (b): R = (cites the correct ADR, or for match=content states its content) AND the conflict
 -- is flagged (when required) AND no superseded distractor is cited as live. W = a new ADR on the
 -- topic exists, or else the judge answered YES on the final message (`judge_verdicts`, registered
--- by the checker after asking or reusing the judge).
+-- by the checker after asking or reusing the judge). A W run that only the judge could decide,
+-- whose judge gave no YES/NO (ERROR: no credentials, a crash, a timeout), is INVALID, not FAIL:
+-- the missing verdict is ours, not the model's; ERRORs are not cached, so a rescore asks again.
 CREATE OR REPLACE TEMP VIEW verdict AS
 WITH parts AS (
     SELECT
@@ -15,7 +17,9 @@ WITH parts AS (
         f.ok AS conflict_ok, coalesce(f.evidence, []::BIGINT[]) AS conflict_ev, f.reason AS conflict_reason,
         d.ok AS distr_ok, coalesce(d.evidence, []::BIGINT[]) AS distr_ev, d.reason AS distr_reason,
         n.ok AS new_ok, n.evidence AS new_ev, n.reason AS new_reason,
-        fm.seq AS final_seq, j.verdict AS judge_verdict
+        fm.seq AS final_seq, j.verdict AS judge_verdict,
+        v.ok AND m.kind = 'write' AND NOT coalesce(n.ok, false) AND fm.seq IS NOT NULL
+            AND coalesce(j.verdict NOT IN ('YES', 'NO'), true) AS unjudged
     FROM runs r
     JOIN valid_run v ON v.run_id = r.run_id
     LEFT JOIN scenario_meta m ON m.variant = r.variant
@@ -27,6 +31,14 @@ WITH parts AS (
     LEFT JOIN new_adr n ON n.run_id = r.run_id
     LEFT JOIN final_message fm ON fm.run_id = r.run_id
     LEFT JOIN judge_verdicts j ON j.run_id = r.run_id
+),
+checked AS (
+    SELECT * REPLACE (
+        valid AND NOT unjudged AS valid,
+        CASE WHEN unjudged THEN 'the judge gave no verdict on the final message (seq ' || final_seq
+                                || '): ' || coalesce(judge_verdict, 'not asked')
+             ELSE invalid_reason END AS invalid_reason)
+    FROM parts
 ),
 axes AS (
     SELECT *,
@@ -51,7 +63,7 @@ axes AS (
              WHEN final_seq IS NOT NULL THEN [final_seq]
              ELSE []::BIGINT[]
         END AS b_ev
-    FROM parts
+    FROM checked
 )
 SELECT
     run_id, scenario, variant, model_alias, plugin_hash, rep, started_at,

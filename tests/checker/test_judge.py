@@ -113,6 +113,9 @@ class TestCache:
         assert verdicts[runs.ids["yes"]] == "FAIL"  # judge YES but axis (a) FAIL: no tool call
         assert first.scores.filter(first.scores["run_id"] == runs.ids["yes"])["axis_b"].item() is True
         assert len(first.judge_errors) == 1
+        err = first.scores.filter(first.scores["run_id"] == runs.ids["err"]).row(0, named=True)
+        assert err["verdict"] == "INVALID"  # no verdict from the judge is not the model's FAIL
+        assert err["invalid_reason"].startswith("the judge gave no verdict on the final message (seq ")
 
         again = score_archive(runs.archive.root, judge=judging.CommandJudge(cmd), rescore=True)
         assert again.judge_calls == 1 and counter.read_text() == "xxxx"  # only the ERROR is asked again
