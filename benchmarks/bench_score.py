@@ -127,6 +127,8 @@ def score_one(jsonl: Path, variant: str, files_json: Path) -> str:
             "rep": [0],
             "started_at": [None],
             "outcome": ["completed"],
+            "outcome_detail": [""],
+            "reached_model": [summary.reached_model],
         },
         schema_overrides={"plugin_hash": pl.String, "started_at": pl.Datetime("us", "UTC")},
     )
