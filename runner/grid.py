@@ -21,10 +21,7 @@ from evalb.archive import Archive
 from evalb.errors import UsageError
 from evalb.scenarios import all_variant_ids, resolve_variant
 from evalb.schema import RunRecord
-from runner.client import (
-    NO_RETRY,
-    SessionResult,  # noqa: F401 - re-exported for callers' type hints
-)
+from runner.client import NO_RETRY
 from runner.confine import require_bwrap
 from runner.environment import credentials_for_real_model
 from runner.record import RecordOptions, check_client, identity, record_rep, slot_key
