@@ -69,7 +69,8 @@ def _fsync_dir(path: Path) -> None:
 
 def write_parquet_atomic(frame: pl.DataFrame, dest: Path) -> None:
     """Write `frame` to `dest` via a hidden temp file and rename, so readers never see a partial file."""
-    tmp = dest.with_name(f".{dest.name}.{uuid.uuid4().hex[:8]}.tmp")
+    # The writer's pid is in the name, so that recovery can sweep what a killed writer left.
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
     try:
         frame.write_parquet(tmp, compression="zstd", statistics=True)
         with open(tmp, "rb+") as fh:
@@ -181,7 +182,7 @@ class Archive:
                     "created_at": utcnow().isoformat(),
                     "migrations": [],
                 }
-                tmp = self.root / f".archive.json.{uuid.uuid4().hex[:8]}.tmp"
+                tmp = self.root / f".archive.json.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp"
                 tmp.write_text(json.dumps(body, indent=2) + "\n")
                 try:
                     os.link(tmp, self.marker)  # fails if another recorder created it first
@@ -240,9 +241,23 @@ class Archive:
         finally:
             os.close(fd)
 
+    def sweep_temp_files(self) -> list[Path]:
+        """Remove hidden temp files left by writers that were killed mid-write (readers never see
+        them; this only frees the space). A live writer's files are left alone."""
+        swept = []
+        for tmp in [*self.root.glob(".*.tmp"), *self.root.glob("*/.*.tmp")]:
+            pid = _writer_pid(tmp.name)
+            if pid is not None and not _alive(pid):
+                with contextlib.suppress(OSError):
+                    tmp.unlink()
+                    swept.append(tmp)
+        return swept
+
     def recover_stale(self) -> list[str]:
-        """Commit every journal whose recorder is gone as an `interrupted` run; return their ids."""
+        """Commit every journal whose recorder is gone as an `interrupted` run; return their ids.
+        Also sweeps the temp files of killed writers."""
         recovered: list[str] = []
+        self.sweep_temp_files()
         if not self.inflight_dir.is_dir():
             return recovered
         for meta in sorted(self.inflight_dir.glob("*.json")):
@@ -285,6 +300,23 @@ class Archive:
 
     def attempts(self, slot: str) -> int:
         return sum(1 for r in self._runs_index() if r[0] == slot)
+
+
+def _writer_pid(name: str) -> int | None:
+    """The pid in a temp file name `.<name>.<pid>-<random>.tmp`, if it has one."""
+    stem = name.removesuffix(".tmp").rsplit(".", 1)[-1]
+    pid, _, _ = stem.partition("-")
+    return int(pid) if pid.isdigit() else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class InflightRun:

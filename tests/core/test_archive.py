@@ -105,3 +105,22 @@ class TestEmptyReads:
         assert con.execute("SELECT count(*) FROM events").fetchone() == (0,)
         assert [d[0] for d in con.execute("SELECT * FROM runs").description] == columns("runs")
         assert isinstance(read_table(tmp_path / "a", "runs"), pl.DataFrame)
+
+
+class TestTempFiles:
+    def test_a_killed_writers_temp_files_are_swept_a_live_ones_kept(self, tmp_path: Path) -> None:
+        """Recovery removes hidden temp files whose writer is dead; a live writer's stay."""
+        import os
+        import subprocess
+
+        archive = Archive(tmp_path / "a")
+        archive.ensure()
+        proc = subprocess.Popen(["true"])
+        proc.wait()  # its pid is now free (reuse within the test is vanishingly unlikely)
+        stale = archive.root / "runs" / f".x.parquet.{proc.pid}-abcd1234.tmp"
+        live = archive.root / "runs" / f".y.parquet.{os.getpid()}-abcd1234.tmp"
+        foreign = archive.root / "runs" / ".z.parquet.tmp"  # not ours: no pid, left alone
+        for p in (stale, live, foreign):
+            p.write_bytes(b"partial")
+        archive.recover_stale()
+        assert (stale.exists(), live.exists(), foreign.exists()) == (False, True, True)
