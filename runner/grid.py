@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -207,6 +208,9 @@ def run_grid(
     except BaseException:
         stop.set()
         pool.shutdown(wait=True, cancel_futures=True)
+        # every rep has ended; commit any journal still without its runs row (lock now free)
+        with contextlib.suppress(Exception):
+            archive.recover_stale()
         raise
     finally:
         pool.shutdown(wait=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import functools
 import hashlib
@@ -174,18 +175,21 @@ def record_rep(
                 max_api_retries=options.max_api_retries,
                 stop=stop,
             )
-        except KeyboardInterrupt:
+            final = _final_run(run, session, options.client)
+            if base_url and server is not None:
+                served = server.unregister(base_url)
+                base_url = None
+                if options.faults:
+                    opts = json.loads(final.options_json) | {"faults_served": served}
+                    final = final.model_copy(update={"options_json": json.dumps(opts, sort_keys=True)})
+            inflight.commit(final, artifacts.collect(run.run_id, sandbox_dir))
+        except BaseException:
+            # Ctrl-C, or anything unforeseen: never leave the rep in flight; commit what it had,
+            # as interrupted, at once (best effort: on a full disk the journal waits for recovery).
             inflight.abandon()
-            archive.recover_stale()  # commit what we have at once, as interrupted
+            with contextlib.suppress(Exception):
+                archive.recover_stale()
             raise
-        final = _final_run(run, session, options.client)
-        if base_url and server is not None:
-            served = server.unregister(base_url)
-            base_url = None
-            if options.faults:
-                opts = json.loads(final.options_json) | {"faults_served": served}
-                final = final.model_copy(update={"options_json": json.dumps(opts, sort_keys=True)})
-        inflight.commit(final, artifacts.collect(run.run_id, sandbox_dir))
         return final
     finally:
         if base_url and server is not None:

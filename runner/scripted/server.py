@@ -27,10 +27,12 @@ class Fault:
 
     status: answer the turn's request with HTTP `status` (and `retry-after` if given);
     drop: close the connection after `at_frame` SSE frames (default: half way through the reply);
-    stall: stop sending after `at_frame` frames and keep the connection open for `stall_seconds`.
+    stall: stop sending after `at_frame` frames and keep the connection open for `stall_seconds`;
+    slow: pause `stall_seconds` after `at_frame` frames, then finish the reply normally (a slow
+    model: keeps reps in flight long enough for kill tests to land mid-rep).
     Each fault hits `times` requests of its turn; then the turn is served normally."""
 
-    kind: Literal["status", "drop", "stall"]
+    kind: Literal["status", "drop", "stall", "slow"]
     turn: int | None = 0
     status: int = 529
     times: int = 1  # how many requests it hits (then the turn is served normally)
@@ -291,13 +293,16 @@ class _Handler(BaseHTTPRequestHandler):
                         self.wfile.flush()
                         (released or threading.Event()).wait(fault.stall_seconds)
                         return
+                    if fault.kind == "slow":
+                        self.wfile.flush()
+                        (released or threading.Event()).wait(fault.stall_seconds)
                 self.wfile.write(frame)
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError, OSError):
             return
 
 
-FAULT_KINDS = ("status", "drop", "stall")
+FAULT_KINDS = ("status", "drop", "stall", "slow")
 
 
 def parse_fault(spec: str) -> Fault:

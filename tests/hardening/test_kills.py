@@ -40,6 +40,18 @@ def _journal_lines(archive: Path) -> int:
     return sum(len(p.read_text().splitlines()) for p in (archive / "inflight").glob("*.jsonl"))
 
 
+def _mid_rep(archive: Path) -> bool:
+    """Some rep in flight has spoken (> 3 lines) and has not written its result line yet."""
+    for p in (archive / "inflight").glob("*.jsonl"):
+        try:
+            lines = [json.loads(x)["line"] for x in p.read_text().splitlines()]
+        except (ValueError, KeyError, OSError):
+            continue  # being written, or committed meanwhile
+        if len(lines) > 3 and not any(x.startswith('{"type":"result"') for x in lines):
+            return True
+    return False
+
+
 def _client_pids(workdir: Path) -> list[int]:
     """The client processes (claude.exe) of reps under `workdir`, confined or not."""
     pids = []
@@ -103,10 +115,12 @@ def test_recorder_killed_mid_grid_then_rerun_completes(tmp_path: Path, sig: sign
         "--workdir",
         work,
     )
-    proc = recorder(*args)
-    # kill once one rep is committed and others are in flight (lines journaled)
+    # every model turn takes 0.7 s (a slow model), so a rep seen mid-way is surely still running
+    # when the signal lands: without it, the rep could finish in between and nothing be interrupted
+    proc = recorder(*args, "--inject-fault", "slow:turn=any,times=1000,stall_seconds=0.7")
+    # kill once one rep is committed and another is mid-way (spoken, no result yet)
     wait_for(
-        lambda: list((root / "runs").glob("*.parquet")) and _journal_lines(root) > 3,
+        lambda: list((root / "runs").glob("*.parquet")) and _mid_rep(root),
         120,
         "a committed rep and a rep in flight",
     )
