@@ -41,13 +41,15 @@ def _journal_lines(archive: Path) -> int:
 
 
 def _mid_rep(archive: Path) -> bool:
-    """Some rep in flight has spoken (> 3 lines) and has not written its result line yet."""
+    """Some rep in flight has spoken but is early on (4-7 lines of the oracle's ~12-14): with slow
+    turns it has at least two more turns (> 1 s) to go. (Merely "no result line yet" is not enough:
+    two reps started together end together, so the second may be in its very last moment.)"""
     for p in (archive / "inflight").glob("*.jsonl"):
         try:
             lines = [json.loads(x)["line"] for x in p.read_text().splitlines()]
         except (ValueError, KeyError, OSError):
             continue  # being written, or committed meanwhile
-        if len(lines) > 3 and not any(x.startswith('{"type":"result"') for x in lines):
+        if 4 <= len(lines) <= 7 and not any(x.startswith('{"type":"result"') for x in lines):
             return True
     return False
 
