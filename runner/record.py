@@ -21,6 +21,7 @@ from evalb.archive import Archive
 from evalb.errors import ClientError, UsageError
 from evalb.scenarios import Scenario, Variant, resolve_variant
 from evalb.schema import SCHEMA_VERSION, RunRecord
+from evalb.transcript import TranscriptSummary
 from runner import artifacts
 from runner.client import SessionResult, run_session
 from runner.confine import confine_command
@@ -217,6 +218,7 @@ def _initial_run(
         "faults": [f.__dict__ | {"hits": 0} for f in options.faults] if options.faults else [],
     }
     return RunRecord(
+        **TranscriptSummary().run_fields(),  # nothing seen yet
         run_id=uuid.uuid4().hex,
         schema_version=SCHEMA_VERSION,
         slot="",
@@ -224,7 +226,6 @@ def _initial_run(
         scenario=scenario.id,
         variant=variant.id,
         model_alias=model,
-        model_id=None,
         rep=rep,
         attempt=attempt,
         started_at=dt.datetime.now(dt.UTC),
@@ -233,20 +234,7 @@ def _initial_run(
         exit_code=None,
         outcome="interrupted",
         outcome_detail="the rep had not ended when this row was written",
-        reached_model=False,
-        hook_seen=False,
-        hook_note=None,
-        client_version=None,
         client_path=str(options.client),
-        session_id=None,
-        result_subtype=None,
-        num_turns=None,
-        cost_usd=None,
-        input_tokens=None,
-        output_tokens=None,
-        cache_read_tokens=None,
-        cache_creation_tokens=None,
-        api_retries=0,
         plugin_name=None,
         plugin_version=None,
         plugin_hash=None,
@@ -258,8 +246,6 @@ def _initial_run(
         manifest_json=json.dumps(frozen, sort_keys=True),
         confinement=confinement,
         stderr="",
-        n_lines=0,
-        n_malformed=0,
         recorder_version=__version__,
         host=socket.gethostname(),
         options_json=json.dumps(opts, sort_keys=True, default=str),
