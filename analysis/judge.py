@@ -100,9 +100,12 @@ class CommandJudge:
 class ClaudeJudge:
     """`claude -p --model haiku` with the pinned client, run in an empty directory."""
 
-    def __init__(self, model: str = "haiku", binary: Path | None = None) -> None:
+    def __init__(
+        self, model: str = "haiku", binary: Path | None = None, env: dict[str, str] | None = None
+    ) -> None:
         self.model = model
         self.binary = binary or paths.client_binary()
+        self.base_env = env  # None: this process's environment (the user's credentials)
         self.name = f"claude -p --model {model}"
 
     def ask(self, prompt: str) -> str:
@@ -111,7 +114,8 @@ class ClaudeJudge:
                 f"the judge's client {self.binary} is missing",
                 hint=f"run scripts/setup, or set {ENV_CMD} to a command that prints YES or NO",
             )
-        env = {**os.environ, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1"}
+        base = os.environ if self.base_env is None else self.base_env
+        env = {**base, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1"}
         # Without credentials the client would retry a 401 for minutes; fail in seconds instead
         # (an ERROR verdict leaves the run INVALID and is asked again on the next rescore).
         env.setdefault("CLAUDE_CODE_MAX_RETRIES", "3")
