@@ -6,10 +6,15 @@ that ask for them. Tests must treat them as read-only: copy one (`copy_archive`)
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
 import pytest
+
+# The adversarial test policies (scripted:escape, scripted:shell) run only where this is set; the
+# recorders the tests start as subprocesses inherit it.
+os.environ["EVALB_TEST_POLICIES"] = "1"
 
 from evalb.archive import Archive
 from runner.grid import GridReport, expand, plugin_hash_of, run_grid

@@ -11,12 +11,14 @@ plugin's CLI location from the SessionStart note the client put in front of them
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
 import shlex
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from evalb.errors import PolicyError
@@ -286,6 +288,37 @@ def escape(ctx: RepContext, obs: Observation) -> Program:
     yield Final("Escape attempts done; see the tool results.")
 
 
+#: Test policies (adversarial; never for measurement) run only where this variable is "1".
+TEST_POLICIES_ENV = "EVALB_TEST_POLICIES"
+#: `scripted:shell` reads its script (JSON: {"commands": [...], "final": "..."}) from this file.
+SHELL_SCRIPT_ENV = "EVALB_SHELL_SCRIPT"
+TEST_POLICIES = {"escape", "shell"}
+
+
+def shell_script() -> dict[str, Any]:
+    """The script of `scripted:shell`: the JSON file named by EVALB_SHELL_SCRIPT."""
+    path = os.environ.get(SHELL_SCRIPT_ENV)
+    if not path:
+        raise PolicyError(f"scripted:shell needs {SHELL_SCRIPT_ENV} (a JSON file of commands)")
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise PolicyError(f"cannot read the scripted:shell script {path}: {e}") from e
+    if not isinstance(data, dict) or not all(isinstance(c, str) for c in data.get("commands", [])):
+        raise PolicyError(f"{path}: expected {{'commands': [str, ...], 'final': str}}")
+    return data
+
+
+def shell(ctx: RepContext, obs: Observation) -> Program:
+    """TEST POLICY, adversarial: runs a given list of Bash commands one by one, then ends with the
+    script's final text. The hostile-rep tests drive every attack through it; it is refused unless
+    EVALB_TEST_POLICIES=1 (see parse_model). Never use it to measure anything."""
+    script = shell_script()
+    for cmd in script.get("commands", []):
+        yield ToolCall("Bash", {"command": cmd, "description": "step"})
+    yield Final(str(script.get("final", "Done.")))
+
+
 # --- the judge ----------------------------------------------------------------------------------------
 _PROPOSAL = re.compile(
     r"\b(ADR-\d{1,4}|decision record|record (?:this|the|it as a) decision|recorded the decision|"
@@ -313,6 +346,7 @@ POLICIES: dict[str, PolicyFn] = {
     "oblivious": oblivious,
     "stochastic": stochastic,
     "escape": escape,  # test policy (adversarial); see `escape`
+    "shell": shell,  # test policy (adversarial); see `shell`
 }
 PARAMS = {"p_consult", "p_cite", "p_record", "p_propose", "seed"}
 
@@ -323,9 +357,15 @@ def parse_model(model: str) -> tuple[str, dict[str, float]]:
         raise PolicyError(f"{model!r} is not a scripted model", hint="use scripted:POLICY")
     rest = model.removeprefix("scripted:")
     name, _, raw = rest.partition(":")
+    offered = [p for p in POLICIES if p not in TEST_POLICIES]
+    if name in TEST_POLICIES and os.environ.get(TEST_POLICIES_ENV) != "1":
+        raise PolicyError(
+            f"scripted:{name} is a test policy (adversarial) and runs only in the test suite",
+            hint=f"choose one of: {', '.join([*offered, 'judge'])}",
+        )
     if name not in POLICIES and name != "judge":
         raise PolicyError(
-            f"unknown scripted policy {name!r}", hint=f"choose one of: {', '.join([*POLICIES, 'judge'])}"
+            f"unknown scripted policy {name!r}", hint=f"choose one of: {', '.join([*offered, 'judge'])}"
         )
     params: dict[str, float] = {}
     for item in filter(None, raw.split(",")):

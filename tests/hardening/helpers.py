@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import polars as pl
@@ -131,3 +133,37 @@ def slot_keys(variants: list[str], model: str, reps: int) -> set[str]:
     from runner.record import RecordOptions
 
     return {s.key for s in expand(variants, [model], reps, plugin_hash_of(RecordOptions().plugin_dir))}
+
+
+def shell_script(tmp: Path, commands: list[str], final: str = "Done.") -> Path:
+    """Write a `scripted:shell` script (the commands its agent runs in order, then its final text)."""
+    path = tmp / f"shell-script-{len(list(tmp.glob('shell-script-*')))}.json"
+    path.write_text(json.dumps({"commands": commands, "final": final}))
+    return path
+
+
+def record_shell(
+    root: Path,
+    tmp: Path,
+    commands: list[str],
+    *,
+    variant: str = "R1",
+    final: str = "Done.",
+    monkeypatch: Any = None,
+    **options: object,
+) -> pl.DataFrame:
+    """Record one confined rep whose agent runs `commands` (the test-only scripted:shell policy) in
+    this process, through the library; returns the runs table. The grid must finish by itself."""
+    from evalb.archive import Archive
+    from runner.grid import expand, plugin_hash_of, run_grid
+    from runner.record import RecordOptions
+
+    script = shell_script(tmp, commands, final)
+    if monkeypatch is not None:
+        monkeypatch.setenv("EVALB_SHELL_SCRIPT", str(script))
+    else:
+        os.environ["EVALB_SHELL_SCRIPT"] = str(script)
+    opts = RecordOptions(**{"timeout": 90, **options})  # type: ignore[arg-type]
+    slots = expand([variant], ["scripted:shell"], 1, plugin_hash_of(opts.plugin_dir))
+    run_grid(slots, Archive(root), opts, jobs=1, retries=0, progress_stream=None)
+    return runs(root)
