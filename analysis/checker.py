@@ -19,6 +19,7 @@ import polars as pl
 
 from analysis import judge as judging
 from analysis.rules import FINAL, JUDGE_INPUT, RULES
+from analysis.rules.shell import register_shell_table
 from evalb import paths
 from evalb.archive import Archive, has_rows, read_table, table_glob
 from evalb.errors import ArchiveError, ScenarioError
@@ -71,6 +72,7 @@ _RUN_COLUMNS_READ = (
     "outcome",
     "outcome_detail",
     "reached_model",
+    "plugin_name",
 )
 _COMPARED = ("valid", "axis_a", "axis_b", "verdict", "reasons")
 
@@ -245,6 +247,7 @@ def rule_connection(
         con.register(f"_{name}", frame.rechunk())
         con.execute(f"CREATE TABLE {name} AS SELECT * FROM _{name}")
         con.unregister(f"_{name}")
+    register_shell_table(con, events)  # what each Bash command reads/lists/searches/writes/runs
     meta, pats = scenario_tables(scenarios_dir)
     _check_patterns(con, pats)
     con.register("_meta", meta)

@@ -3,6 +3,9 @@
 A test runs both over the same events and requires identical `ok` and `evidence` per run, so a
 change to one that is not made to the other shows up. The regexes are spelled again here on
 purpose (Rust regex instead of RE2): the comparison then also covers the engines' regex semantics.
+Bash commands are not re-parsed here: both engines read the same `shell_ops` facts
+(analysis/rules/shell.py), so for Bash the comparison covers how each engine judges those facts,
+and for every other tool the whole rule.
 """
 
 from __future__ import annotations
@@ -10,25 +13,19 @@ from __future__ import annotations
 import polars as pl
 
 DOCS_ADR = r"(?:^|[^A-Za-z0-9_.-])docs/adr(?:$|[^A-Za-z0-9_.-])"
-CLI_PATH = r"(?:^|[^A-Za-z0-9_])bin/adr-[a-z][a-z0-9-]*"
-CLI_BARE = (
-    r"(?:^|[;&|(`{\n]|\$\()\s*(?:(?:sudo|env|exec|command|time|nohup|xargs)\s+|[A-Za-z_][A-Za-z0-9_]*=\S*\s+)*"
-    r"(?:\./)?adr-[a-z][a-z0-9-]*(?:\s|$|[;&|)`])"
-)
-DOCS_RECURSIVE = (
-    r"(?:^|[;&|(`\n])\s*(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)*"
-    r"(?:[ef]?grep\s[^;&|\n]*-[A-Za-z]*[rR][A-Za-z]*|rg|ag|ack|find|tree|git\s+grep|ls\s[^;&|\n]*-[A-Za-z]*R[A-Za-z]*)"
-    r"(?:\s[^;&|\n]*)?\s(?:\S*/)?docs/?(?:$|[\s;&|)'\"])"
-)
+DOCS_DIR = r"(?:^|/)docs/?$"
 
 
 def _has(col: str, pattern: str) -> pl.Expr:
     return pl.col(col).str.contains(pattern).fill_null(False)
 
 
-def consulted(events: pl.LazyFrame, runs: pl.LazyFrame) -> pl.LazyFrame:
-    """One row per run: run_id, ok, evidence (sorted seqs of the tool calls that consulted)."""
-    calls = events.filter(pl.col("block_type") == "tool_use").select(
+def consulted(events: pl.LazyFrame, runs: pl.LazyFrame, shell_ops: pl.LazyFrame) -> pl.LazyFrame:
+    """One row per run: run_id, ok, evidence (sorted seqs of the tool calls that consulted).
+
+    `shell_ops` is `analysis.rules.shell.shell_ops(events)`: what each Bash command does.
+    """
+    calls = events.filter((pl.col("block_type") == "tool_use") & (pl.col("tool_name") != "Bash")).select(
         "run_id",
         "seq",
         "tool_name",
@@ -44,17 +41,24 @@ def consulted(events: pl.LazyFrame, runs: pl.LazyFrame) -> pl.LazyFrame:
     skill_or_cmd = pl.coalesce("skill", "command", pl.lit(""))
     hit = (
         (pl.col("tool_name").is_in(["Skill", "SlashCommand"]) & skill_or_cmd.str.contains(r"^/?os-adr:"))
-        | _has("command", CLI_PATH)
-        | _has("command", CLI_BARE)
-        | _has("command", DOCS_ADR)
-        | _has("command", DOCS_RECURSIVE)
         | _has("file_path", DOCS_ADR)
         | _has("search_path", DOCS_ADR)
         | ((pl.col("tool_name") == "Glob") & _has("pattern", DOCS_ADR))
-        | (pl.col("tool_name").is_in(["Grep", "Glob"]) & _has("search_path", r"(?:^|/)docs/?$"))
+        | (pl.col("tool_name").is_in(["Grep", "Glob"]) & _has("search_path", DOCS_DIR))
         | ((pl.col("tool_name") == "Glob") & _has("pattern", r"^(?:\S*/)?docs/\*\*"))
     )
-    per_run = calls.filter(hit).group_by("run_id").agg(evidence=pl.col("seq").sort())
+    bash_hit = (
+        (pl.col("op") == "run_cli")
+        | _has("path", DOCS_ADR)
+        | (pl.col("recursive").fill_null(False) & _has("path", DOCS_DIR))
+    )
+    seqs = pl.concat(
+        [
+            calls.filter(hit).select("run_id", pl.col("seq").cast(pl.Int64)),
+            shell_ops.filter(bash_hit).select("run_id", pl.col("seq").cast(pl.Int64)),
+        ]
+    ).unique()
+    per_run = seqs.group_by("run_id").agg(evidence=pl.col("seq").sort())
     return (
         runs.select("run_id")
         .join(per_run, on="run_id", how="left")

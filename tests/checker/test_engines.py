@@ -5,6 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from analysis.rules.consulted import consulted
+from analysis.rules.shell import shell_ops
 from evalb.archive import read_table
 from tests.checker.helpers import Runs, hooked
 from tests.checker.test_rules import CONSULT_CASES, consult_lines
@@ -23,9 +24,8 @@ def test_sql_and_polars_agree(tmp_path) -> None:
     runs.add("many", b.lines)
 
     sql = pl.DataFrame(list(runs.rule("consulted").values())).select("run_id", "ok", "evidence")
-    pol = consulted(
-        read_table(runs.archive.root, "events").lazy(), read_table(runs.archive.root, "runs").lazy()
-    ).collect()
+    events = read_table(runs.archive.root, "events")
+    pol = consulted(events.lazy(), read_table(runs.archive.root, "runs").lazy(), shell_ops(events).lazy()).collect()
     sql = sql.with_columns(pl.col("evidence").cast(pl.List(pl.Int64))).sort("run_id")
     pol = pol.sort("run_id")
     assert sql.to_dicts() == pol.to_dicts()
