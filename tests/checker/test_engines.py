@@ -8,14 +8,17 @@ from analysis.rules.consulted import consulted
 from analysis.rules.shell import shell_ops
 from evalb.archive import read_table
 from tests.checker.helpers import Runs, hooked
+from tests.checker.test_consulted_cases import CASES, case_lines
 from tests.checker.test_rules import CONSULT_CASES, consult_lines
 
 
 def test_sql_and_polars_agree(tmp_path) -> None:
-    """Every run of the axis (a) corpus (plus a sub-agent and a multi-hit run) gets the same ok and evidence."""
+    """Every run of the axis (a) corpora (plus a sub-agent and a multi-hit run) gets the same ok and evidence."""
     runs = Runs(tmp_path)
     for name, tool, tool_input, _ in CONSULT_CASES:
         runs.add(name, consult_lines(tool, tool_input))
+    for case in CASES:
+        runs.add(f"case-{case['name']}", case_lines(case))
     b = hooked()
     b.bash("ls docs/adr").read("docs/adr/0002-x.md").bash("adr-search --topic x")
     tid = b.task("look")
