@@ -1,8 +1,9 @@
 -- Validity: is this run a fair measurement at all? Invalid runs are counted apart, never scored.
 -- In order of precedence: the variant is unknown to scenarios/; the recorder was interrupted (the
--- session was cut by us, not ended by the agent); no successful SessionStart hook_response (the
--- hook note, one of the two discovery paths under test, never reached the model); the model never
--- took a turn (crash, auth/API error, timeout before any assistant event); the client reports
+-- session was cut by us, not ended by the agent); no successful SessionStart hook_response carrying
+-- the plugin's marker (its hook note, one of the two discovery paths under test, never reached the
+-- model; another plugin's note does not count); the model never took a turn (crash, auth/API
+-- error, timeout before any assistant event); the client reports
 -- `completed` but wrote no result event (a truncated transcript cannot be scored fairly).
 -- A client fault (crashed, client_error: API/auth errors, dropped or stalled streams) makes a run
 -- invalid whenever it happens, before or after the model's first turn: it is never the model's
@@ -11,14 +12,31 @@
 -- (model "<synthetic>", text "API Error: ...") for API failures, and runs.reached_model (the
 -- recorder's view) leaves those out, so both must agree.
 CREATE OR REPLACE TEMP VIEW valid_run AS
-WITH hooks AS (
+WITH hook_lines AS (
+    -- The plugin's note: a successful SessionStart hook_response whose context carries the marker the
+    -- plugin declares by its name ('[' || plugin.json name || ']', recorded as runs.plugin_name;
+    -- '[os-adr]' for a run recorded without a plugin identity). The context is the hook's stdout
+    -- JSON hookSpecificOutput.additionalContext, or its plain stdout when that is not JSON.
+    -- Another plugin's hook note does not make the run valid.
+    SELECT e.run_id, e.seq,
+           coalesce(json_extract_string(e.raw, '$.outcome'), 'success') = 'success'
+               AND coalesce(json_extract_string(e.raw, '$.exit_code'), '0') = '0' AS succeeded,
+           coalesce(json_extract_string(e.raw, '$.stdout'), json_extract_string(e.raw, '$.output'), '') AS out,
+           '[' || coalesce(r.plugin_name, 'os-adr') || ']' AS marker
+    FROM events e JOIN runs r ON r.run_id = e.run_id
+    WHERE e.type = 'system' AND e.subtype = 'hook_response'
+      AND json_extract_string(e.raw, '$.hook_event') = 'SessionStart'
+),
+hooks AS (
     SELECT run_id,
-           min(seq) FILTER (WHERE coalesce(json_extract_string(raw, '$.outcome'), 'success') = 'success'
-                              AND coalesce(json_extract_string(raw, '$.exit_code'), '0') = '0') AS ok_seq,
-           min(seq) AS any_seq
-    FROM events
-    WHERE type = 'system' AND subtype = 'hook_response'
-      AND json_extract_string(raw, '$.hook_event') = 'SessionStart'
+           min(seq) FILTER (WHERE succeeded AND contains(
+               CASE WHEN json_valid(out)
+                   THEN coalesce(json_extract_string(out, '$.hookSpecificOutput.additionalContext'), '')
+                   ELSE out END, marker)) AS ok_seq,
+           min(seq) FILTER (WHERE NOT succeeded) AS failed_seq,
+           min(seq) AS any_seq,
+           any_value(marker) AS marker
+    FROM hook_lines
     GROUP BY run_id
 ),
 turns AS (
@@ -43,7 +61,9 @@ LATERAL (SELECT CASE
     WHEN r.outcome = 'interrupted' THEN 'interrupted: the recorder stopped before the rep ended'
     WHEN r.outcome IN ('crashed', 'client_error') THEN r.outcome || ': ' || coalesce(r.outcome_detail, 'no detail')
     WHEN h.any_seq IS NULL THEN 'no SessionStart hook_response: the hook note never reached the model'
-    WHEN h.ok_seq IS NULL THEN 'SessionStart hook failed (seq ' || h.any_seq || ')'
+    WHEN h.ok_seq IS NULL AND h.failed_seq IS NOT NULL THEN 'SessionStart hook failed (seq ' || h.failed_seq || ')'
+    WHEN h.ok_seq IS NULL THEN 'no SessionStart hook note from the plugin (' || h.marker || ' marker): the hook_response at seq '
+        || h.any_seq || ' does not carry it'
     WHEN t.first_assistant IS NULL OR NOT coalesce(r.reached_model, TRUE) THEN r.outcome || ' before the model''s first turn'
     WHEN r.outcome = 'completed' AND t.last_result IS NULL THEN 'completed without a result event'
 END AS reason) AS v;

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import polars as pl
 import pytest
 
 from analysis import fabricate as fab
@@ -276,6 +277,73 @@ class TestValidRun:
             "no-result": "completed without a result event",
             "unknown-variant": "unknown variant Z9 (no scenario file defines it)",
         }
+
+
+def _plain_stdout(lines: list[str], text: str) -> list[str]:
+    """The same session, its SessionStart hook having printed plain text instead of JSON."""
+    out = []
+    for ln in lines:
+        obj = json.loads(ln)
+        if obj.get("subtype") == "hook_response":
+            obj["output"] = obj["stdout"] = text
+        out.append(json.dumps(obj))
+    return out
+
+
+class TestPluginHookNote:
+    """Only the plugin's own SessionStart note (its `[name]` marker) makes a run valid."""
+
+    def test_foreign_and_own_hook_notes(self, tmp_path) -> None:
+        runs = Runs(tmp_path)
+
+        def session(*notes: str) -> list[str]:
+            b = fab.TranscriptBuilder()
+            for note in notes:
+                b.hook(note)
+            return b.init().text("hi").result("hi").lines
+
+        foreign = "[superpowers] You have superpowers. Read the skills list."
+        runs.add("own", session(fab.HOOK_NOTE))
+        runs.add("foreign-only", session(foreign))
+        runs.add("foreign-then-own", session(foreign, fab.HOOK_NOTE))
+        runs.add("empty-note", session(""))
+        runs.add("marker-in-other-field", _plain_stdout(session(""), '{"systemMessage": "[os-adr] x"}'))
+        runs.add("plain-stdout-note", _plain_stdout(session(""), fab.HOOK_NOTE + "\n"))
+        runs.add("plain-stdout-foreign", _plain_stdout(session(""), foreign + "\n"))
+        rows = runs.rule("valid_run")
+        ok = {n: r["ok"] for n, r in rows.items()}
+        assert ok == {
+            "own": True,
+            "foreign-only": False,
+            "foreign-then-own": True,
+            "empty-note": False,
+            "marker-in-other-field": False,
+            "plain-stdout-note": True,
+            "plain-stdout-foreign": False,
+        }
+        assert rows["foreign-then-own"]["evidence"] == [3]  # the plugin's note, not the first hook
+        assert rows["foreign-only"]["reason"] == (
+            "no SessionStart hook note from the plugin ([os-adr] marker): the hook_response at seq 1 "
+            "does not carry it"
+        )
+
+    def test_marker_follows_the_plugin_name(self, tmp_path) -> None:
+        """A run recorded with another plugin needs that plugin's marker; `[os-adr]` does not do."""
+        runs = Runs(tmp_path)
+        lines = hooked().text("hi").result("hi").lines
+        rid = runs.add("other-plugin", lines)
+        other = fab.TranscriptBuilder().hook("[adr-lite] decisions live in docs/adr").init()
+        rid2 = runs.add("other-plugin-own-note", other.text("hi").result("hi").lines)
+        runs_dir = runs.archive.root / "runs"
+        import polars as pl
+
+        for r in (rid, rid2):
+            f = runs_dir / f"{r}.parquet"
+            pl.read_parquet(f).with_columns(plugin_name=pl.lit("adr-lite")).write_parquet(f)
+        rows = runs.rule("valid_run")
+        assert rows["other-plugin"]["ok"] is False
+        assert "[adr-lite] marker" in rows["other-plugin"]["reason"]
+        assert rows["other-plugin-own-note"]["ok"] is True
 
 
 class TestFinalMessage:
