@@ -15,6 +15,7 @@ scored under the degradation variant, must PASS, which shows its B FAIL is not h
 from __future__ import annotations
 
 import contextlib
+import json
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -102,7 +103,80 @@ def build_cases(scenarios: list[Scenario], adrs: dict[str, tuple[str, str]]) -> 
         cases.append(
             Case("no-hook", sc.id, sc.id, fab.no_hook(sc, base, adrs), None, None, "INVALID", "INVALID: no")
         )
+        cases.extend(mention_and_hook_controls(sc, adrs))
     return cases
+
+
+# --- controls for axis (a) by mention and for the plugin's own hook note ----------------------------
+FOREIGN_NOTE = "[superpowers] You have superpowers. Read the skills list before you start."
+#: Bash calls that name docs/adr without reading, listing, searching or writing it.
+MENTIONS = (
+    'echo "I should look at docs/adr later"',
+    'git commit -qam "Respect docs/adr/0002 and docs/adr/0003"',
+    "cat > NOTES.md <<'EOF'\nSee docs/adr/ before changing behaviour.\nEOF",
+    'grep -rn "docs/adr" lib/',
+)
+#: Bash calls that do read it, from inside a pipeline and a `bash -c` string.
+READS = ("cat docs/adr/{f} | head -40", "bash -c 'ls docs/adr'")
+
+
+def _foreign_hook(lines: list[str], keep_own: bool) -> list[str]:
+    """The session with another plugin's SessionStart note: instead of ours, or before ours."""
+    foreign = fab.TranscriptBuilder().hook(FOREIGN_NOTE).lines
+    if keep_own:
+        return foreign + lines
+    own = [ln for ln in lines if '"subtype":"hook_' in ln]
+    return foreign + [ln for ln in lines if ln not in own]
+
+
+def _is_answer(line: str) -> bool:
+    """An assistant text line or the result line (the words of the answer, no tool call)."""
+    obj = json.loads(line)
+    if obj.get("type") == "result":
+        return True
+    content = (obj.get("message") or {}).get("content") or []
+    return obj.get("type") == "assistant" and all(c.get("type") == "text" for c in content)
+
+
+def mention_and_hook_controls(sc: Scenario, adrs: dict[str, tuple[str, str]]) -> list[Case]:
+    """Both directions: a foreign plugin's hook note alone -> INVALID, beside ours -> scored as perfect;
+    (R) Bash that only mentions docs/adr -> A FAIL, Bash that reads it in a pipeline/`bash -c` -> A PASS."""
+    base = sc.all_variants()[0]
+    good = "PASS" if base.expect_b == "pass" else "FAIL"
+    made = fab.perfect(sc, base, adrs)
+    out = [
+        Case(
+            "foreign-hook",
+            sc.id,
+            sc.id,
+            fab.Fabricated(_foreign_hook(made.lines, False), made.files),
+            None,
+            None,
+            "INVALID",
+            "no SessionStart hook note from the plugin ([os-adr] marker)",
+        ),
+        Case(
+            "foreign-and-own-hook",
+            sc.id,
+            sc.id,
+            fab.Fabricated(_foreign_hook(made.lines, True), made.files),
+            "PASS",
+            good,
+            good,
+        ),
+    ]
+    if sc.kind.value == "write" or not sc.correct_adr:
+        return out
+    fname = adrs[sc.correct_adr][0]
+    answer = [ln for ln in fab.prose_only(sc, adrs).lines if _is_answer(ln)]
+    for name, commands, a in (("a-by-mention", MENTIONS, "FAIL"), ("a-by-pipeline-read", READS, "PASS")):
+        b = fab.TranscriptBuilder().hook().init()
+        for cmd in commands:
+            b.bash(cmd.format(f=fname), "ok")
+        lines = b.lines + answer
+        verdict = "FAIL" if a == "FAIL" else good
+        out.append(Case(name, sc.id, sc.id, fab.Fabricated(lines, []), a, good, verdict))
+    return out
 
 
 def _ab(v: bool | None) -> str:

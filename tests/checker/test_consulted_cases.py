@@ -51,3 +51,20 @@ def test_case(rows: dict[str, dict], case: dict) -> None:
     row = rows[case["name"]]
     assert row["ok"] is case["ok"], f"{case['name']}: {case['why']} ({row['reason']})"
     assert row["evidence"] == ([TOOL_SEQ] if case["ok"] else [])
+
+
+def test_selftest_has_the_mention_and_hook_controls() -> None:
+    """evalb-self-test carries both directions of 'axis (a) by mention' and 'foreign hook' per scenario."""
+    from analysis import fabricate as fab
+    from analysis.selftest import build_cases
+    from evalb.scenarios import load_scenarios
+
+    scenarios = load_scenarios()
+    cases = build_cases(scenarios, fab.load_adrs())
+    got = {(c.variant, c.name): (c.expect_a, c.expect_verdict) for c in cases}
+    for sc in scenarios:
+        assert got[(sc.id, "foreign-hook")] == (None, "INVALID")
+        assert got[(sc.id, "foreign-and-own-hook")][0] == "PASS"
+        if sc.kind.value != "write":
+            assert got[(sc.id, "a-by-mention")] == ("FAIL", "FAIL")
+            assert got[(sc.id, "a-by-pipeline-read")][0] == "PASS"
