@@ -247,7 +247,7 @@ def rule_connection(
         con.register(f"_{name}", frame.rechunk())
         con.execute(f"CREATE TABLE {name} AS SELECT * FROM _{name}")
         con.unregister(f"_{name}")
-    register_shell_table(con, events)  # what each Bash command reads/lists/searches/writes/runs
+    register_shell_table(con)  # what each Bash command reads/lists/searches/writes/runs
     meta, pats = scenario_tables(scenarios_dir)
     _check_patterns(con, pats)
     con.register("_meta", meta)

@@ -109,6 +109,7 @@ def score_one(jsonl: Path, variant: str, files_json: Path) -> str:
 
     from analysis.checker import _check_patterns, load_rules, scenario_tables
     from analysis.rules import FINAL
+    from analysis.rules.shell import register_shell_table
     from evalb.schema import to_frame
     from evalb.transcript import TranscriptSummary, parse_lines
 
@@ -129,6 +130,7 @@ def score_one(jsonl: Path, variant: str, files_json: Path) -> str:
             "outcome": ["completed"],
             "outcome_detail": [""],
             "reached_model": [summary.reached_model],
+            "plugin_name": ["os-adr"],
         },
         schema_overrides={"plugin_hash": pl.String, "started_at": pl.Datetime("us", "UTC")},
     )
@@ -164,6 +166,7 @@ def score_one(jsonl: Path, variant: str, files_json: Path) -> str:
     ]:
         con.register(f"_{name}", df)
         con.execute(f"CREATE TABLE {name} AS SELECT * FROM _{name}")
+    register_shell_table(con)
     con.execute("CREATE TABLE judge_verdicts (run_id VARCHAR, verdict VARCHAR, raw_output VARCHAR)")
     for rule in load_rules():
         con.execute(rule.sql)

@@ -24,9 +24,10 @@ for later words. An expansion that cannot be resolved stays as written (`$X/adr`
 docs/adr; `$PWD/docs/adr` does). Syntax errors: tree-sitter recovers; what it parsed is walked,
 loose words inside its ERROR nodes are not taken as paths.
 
-`shell_ops(events)` applies this to every Bash tool_use of an events frame, once per distinct
-command string, giving the `shell_ops` table (run_id, seq, op, path, recursive) that the axis (a)
-rule reads in both engines.
+`register_shell_table(con)` applies this to every Bash tool_use of the connection's events, once
+per distinct command string, giving the `shell_ops` table (run_id, seq, idx, op, path, recursive)
+that the axis (a) rule reads; `shell_ops(events)` gives the same table in Polars (for the Polars
+twin of the rule).
 """
 
 from __future__ import annotations
@@ -539,27 +540,44 @@ SCHEMA = {
 }
 
 
-def shell_ops(events: pl.DataFrame) -> pl.DataFrame:
-    """One row per fact of every Bash tool_use (run_id, seq, idx, op, path, recursive), `idx` the fact's
-    order within its command; each distinct command string is parsed once."""
-    calls = events.filter((pl.col("block_type") == "tool_use") & (pl.col("tool_name") == "Bash")).select(
-        "run_id", pl.col("seq").cast(pl.Int64), command=pl.col("tool_input").str.json_path_match("$.command")
-    )
-    calls = calls.filter(pl.col("command").is_not_null())
+def facts(calls: pl.DataFrame) -> pl.DataFrame:
+    """`calls` (run_id, seq, command) -> one row per fact (run_id, seq, idx, op, path, recursive),
+    `idx` the fact's order within its command; each distinct command string is parsed once."""
+    # A fact's path mentions `docs` or a CLI name `adr-...`; a command whose text has neither `docs`
+    # nor `adr` cannot yield one except by gluing fragments (`d=do; ls ${d}cs/adr`), so most
+    # commands are not parsed at all.
+    calls = calls.filter(pl.col("command").str.contains("docs|adr"))
     if calls.is_empty():
         return pl.DataFrame(schema=SCHEMA)
     distinct = calls["command"].unique().to_list()
-    facts = [(c, i, *f) for c in distinct for i, f in enumerate(command_ops(c))]
+    rows = [(c, i, *f) for c in distinct for i, f in enumerate(command_ops(c))]
     table = pl.DataFrame(
-        facts,
+        rows,
         schema={"command": pl.String} | {k: SCHEMA[k] for k in ("idx", "op", "path", "recursive")},
         orient="row",
     )
+    calls = calls.with_columns(pl.col("seq").cast(pl.Int64))
     return calls.join(table, on="command").select(*SCHEMA).sort("run_id", "seq", "idx")
 
 
-def register_shell_table(con: duckdb.DuckDBPyConnection, events: pl.DataFrame) -> None:
-    """Create the `shell_ops` table the axis (a) rule reads, from the loaded events."""
-    con.register("_shell_ops", shell_ops(events))
+def shell_ops(events: pl.DataFrame) -> pl.DataFrame:
+    """The `shell_ops` table of an events frame (what every Bash tool_use does), in Polars."""
+    calls = (
+        events.lazy()
+        .select("run_id", "seq", "block_type", "tool_name", "tool_input")
+        .filter((pl.col("block_type") == "tool_use") & (pl.col("tool_name") == "Bash"))
+        .select("run_id", "seq", command=pl.col("tool_input").str.json_path_match("$.command"))
+        .collect()
+    )
+    return facts(calls)
+
+
+def register_shell_table(con: duckdb.DuckDBPyConnection) -> None:
+    """Create the `shell_ops` table the axis (a) rule reads, from the connection's `events` table."""
+    calls = con.sql(
+        "SELECT run_id, seq, json_extract_string(tool_input, '$.command') AS command FROM events "
+        "WHERE block_type = 'tool_use' AND tool_name = 'Bash'"
+    ).pl()
+    con.register("_shell_ops", facts(calls))
     con.execute("CREATE OR REPLACE TABLE shell_ops AS SELECT * FROM _shell_ops")
     con.unregister("_shell_ops")
