@@ -35,7 +35,7 @@ from __future__ import annotations
 import fnmatch
 import posixpath
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import duckdb
@@ -78,6 +78,7 @@ _WRITERS = {"tee", "rm", "touch", "mkdir", "rmdir", "truncate", "chmod", "chown"
 _COPIERS = {"cp", "mv", "rsync", "ln", "install", "scp"}
 _LISTERS = {"ls", "ll", "la", "dir", "exa", "eza", "lsd", "du"}
 _EXPANSIONS = {"simple_expansion", "expansion"}
+_SPACE = re.compile(r"\s")
 
 
 @dataclass
@@ -88,7 +89,7 @@ class _Ctx:
 
     def child(self) -> _Ctx:
         """A subshell: changes of directory and variables do not leak out."""
-        return replace(self, env=dict(self.env))
+        return _Ctx(self.cwd, dict(self.env), self.depth)
 
 
 class _Walker:
@@ -243,7 +244,7 @@ class _Walker:
     # --- commands -------------------------------------------------------------------------------
     def path(self, op: str, value: str, ctx: _Ctx, recursive: bool = False) -> None:
         """Record a path argument if it mentions docs (the rule decides what names docs/adr)."""
-        if not value or any(ch.isspace() for ch in value):
+        if not value or _SPACE.search(value):
             return
         if ctx.cwd and not value.startswith(("/", "$", "~")):
             value = posixpath.normpath(posixpath.join(ctx.cwd, value))
@@ -515,7 +516,10 @@ def _drop_messages(args: list[str]) -> list[str]:
 def command_ops(command: str) -> tuple[Op, ...]:
     """The (op, path, recursive) facts of one Bash command string, in order, duplicates dropped."""
     w = _Walker()
-    w.walk(_PARSER.parse(command.encode("utf-8", "replace")).root_node, _Ctx())
+    try:
+        w.walk(_PARSER.parse(command.encode("utf-8", "replace")).root_node, _Ctx())
+    except RecursionError:
+        pass  # nesting deeper than Python's stack: keep the facts found up to there
     return tuple(dict.fromkeys(w.ops))
 
 

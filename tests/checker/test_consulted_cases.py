@@ -68,3 +68,11 @@ def test_selftest_has_the_mention_and_hook_controls() -> None:
         if sc.kind.value != "write":
             assert got[(sc.id, "a-by-mention")] == ("FAIL", "FAIL")
             assert got[(sc.id, "a-by-pipeline-read")][0] == "PASS"
+
+
+def test_hostile_commands_do_not_break_the_parse() -> None:
+    """Nesting deeper than Python's stack keeps the facts found before it; huge input is parsed."""
+    deep = "cat docs/adr/a.md; " + "(" * 5000 + "cat docs/adr/x" + ")" * 5000
+    assert shell.command_ops(deep) == (("read", "docs/adr/a.md", False),)
+    assert shell.command_ops("x" * 1_000_000) == ()
+    assert [p for _, p, _ in shell.command_ops("\x00\xff cat docs/adr/b.md")] == ["docs/adr/b.md"]
