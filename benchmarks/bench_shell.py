@@ -25,7 +25,7 @@ TEMPLATES = (
     "grep -rn '{w}' lib/ test/ | head -{k}",
     "cd /tmp/sb{n} && ls -la docs/adr && git status --short",
     'git add -A && git commit -qm "Fix {w} in lib/relay/{w}.rb (see docs/adr/{n:04d})"',
-    "for f in docs/adr/*.md; do echo \"== $f\"; head -{k} \"$f\"; done",
+    'for f in docs/adr/*.md; do echo "== $f"; head -{k} "$f"; done',
     "bash -c 'rg -n {w} docs lib | wc -l'",
     "ruby -Ilib -e 'require \"relay/{w}\"; puts Relay::{w}' 2>&1 | tail -{k}",
     "cat > lib/relay/{w}.rb <<'EOF'\nmodule Relay\n  # {w} {n}\nend\nEOF",

@@ -32,6 +32,7 @@ twin of the rule).
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import posixpath
 import re
@@ -409,7 +410,7 @@ class _Walker:
             return
         roots: list[str] = []
         i = 0
-        while i < len(args) and not args[i].startswith(("-", "(", "!")) or (
+        while (i < len(args) and not args[i].startswith(("-", "(", "!"))) or (
             i < len(args) and args[i] in ("-H", "-L", "-P")
         ):
             if not args[i].startswith("-"):
@@ -467,9 +468,9 @@ def _is_shell_script_from_stdin(argv: list[str]) -> bool:
     if not argv or posixpath.basename(argv[0]) not in _SHELLS:
         return False
     rest = argv[1:]
-    return not any(a.startswith("-") and "c" in a.lstrip("-") and not a.startswith("--") for a in rest) and not [
-        a for a in rest if not a.startswith("-")
-    ]
+    return not any(
+        a.startswith("-") and "c" in a.lstrip("-") and not a.startswith("--") for a in rest
+    ) and not [a for a in rest if not a.startswith("-")]
 
 
 def _skip_options(
@@ -516,10 +517,9 @@ def _drop_messages(args: list[str]) -> list[str]:
 def command_ops(command: str) -> tuple[Op, ...]:
     """The (op, path, recursive) facts of one Bash command string, in order, duplicates dropped."""
     w = _Walker()
-    try:
+    # Nesting deeper than Python's stack: keep the facts found up to there.
+    with contextlib.suppress(RecursionError):
         w.walk(_PARSER.parse(command.encode("utf-8", "replace")).root_node, _Ctx())
-    except RecursionError:
-        pass  # nesting deeper than Python's stack: keep the facts found up to there
     return tuple(dict.fromkeys(w.ops))
 
 

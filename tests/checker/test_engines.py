@@ -28,7 +28,9 @@ def test_sql_and_polars_agree(tmp_path) -> None:
 
     sql = pl.DataFrame(list(runs.rule("consulted").values())).select("run_id", "ok", "evidence")
     events = read_table(runs.archive.root, "events")
-    pol = consulted(events.lazy(), read_table(runs.archive.root, "runs").lazy(), shell_ops(events).lazy()).collect()
+    pol = consulted(
+        events.lazy(), read_table(runs.archive.root, "runs").lazy(), shell_ops(events).lazy()
+    ).collect()
     sql = sql.with_columns(pl.col("evidence").cast(pl.List(pl.Int64))).sort("run_id")
     pol = pol.sort("run_id")
     assert sql.to_dicts() == pol.to_dicts()

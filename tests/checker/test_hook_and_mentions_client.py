@@ -47,7 +47,8 @@ def test_foreign_hook_note_is_invalid(tmp_path: Path) -> None:
     files = {"own": tmp_path / "own.jsonl", "foreign": tmp_path / "foreign.jsonl"}
     files["own"].write_text("\n".join(lines) + "\n")
     files["foreign"].write_text("\n".join(_foreign(ln) for ln in lines) + "\n")
-    assert "[os-adr]" not in [ln for ln in files["foreign"].read_text().splitlines() if "hook_response" in ln][0]
+    hook_line = next(ln for ln in files["foreign"].read_text().splitlines() if "hook_response" in ln)
+    assert "[os-adr]" not in hook_line
     imported = tmp_path / "imported"
     for f in files.values():
         p = subprocess.run(

@@ -335,7 +335,6 @@ class TestPluginHookNote:
         other = fab.TranscriptBuilder().hook("[adr-lite] decisions live in docs/adr").init()
         rid2 = runs.add("other-plugin-own-note", other.text("hi").result("hi").lines)
         runs_dir = runs.archive.root / "runs"
-        import polars as pl
 
         for r in (rid, rid2):
             f = runs_dir / f"{r}.parquet"
