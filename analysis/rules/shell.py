@@ -245,8 +245,8 @@ class _Walker:
     # --- commands -------------------------------------------------------------------------------
     def path(self, op: str, value: str, ctx: _Ctx, recursive: bool = False) -> None:
         """Record a path argument if it mentions docs (the rule decides what names docs/adr)."""
-        if not value or _SPACE.search(value):
-            return
+        if not value or _SPACE.search(value) or "://" in value:
+            return  # whitespace: not a path; a URL (https://host/docs/adr/) is not the project's docs/adr
         if ctx.cwd and not value.startswith(("/", "$", "~")):
             value = posixpath.normpath(posixpath.join(ctx.cwd, value))
         if "docs" in value:
@@ -345,8 +345,8 @@ class _Walker:
                 key = a.split("=", 1)[0]
                 if key in ("--recursive", "--dereference-recursive") or a == "--directories=recurse":
                     recursive = True
-                if key in ("--regexp", "--file"):
-                    has_pattern_opt = True
+                if key in ("--regexp", "--file", "--files"):
+                    has_pattern_opt = True  # (rg --files lists files: no pattern operand)
                 if key in _SEARCH_VALUE_LONG and "=" not in a:
                     i += 1
             elif a.startswith("-") and len(a) > 1:
