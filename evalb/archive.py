@@ -336,11 +336,8 @@ class Archive:
                     moved.append(p.name)
         note = dest.with_suffix(".reason")
         note.write_text(f"{', '.join(sorted(moved))}: {reason}\n")
-        print(
-            f"warning: quarantined inflight/{path.name} ({reason}) -> {note}; "
-            "the rest of the archive is unaffected",
-            file=sys.stderr,
-        )
+        short = reason if len(reason) <= 160 else reason[:157] + "..."
+        print(f"warning: quarantined inflight/{path.name}: {short} (see {note})", file=sys.stderr)
         return note
 
     def _runs_index(self) -> list[tuple[str, str, dt.datetime]]:
@@ -394,7 +391,7 @@ def _unlocked(lock: Path) -> bool:
 
 def _recovered_detail(lock: Path) -> str:
     """Why a journal found without its recorder was interrupted (its lock file names the pid)."""
-    with contextlib.suppress(OSError, ValueError):
+    with contextlib.suppress(OSError, ValueError, IndexError):
         pid = int(lock.read_text().split()[0])
         return (
             f"the recorder (pid {pid}) was killed or died before the rep ended; committed later by "
