@@ -299,6 +299,8 @@ class Archive:
                     continue  # committed meanwhile
                 if self.recover_one(meta, _recovered_detail(lock)):
                     recovered.append(run_id)
+                with contextlib.suppress(OSError):
+                    lock.unlink()  # held by us, and its rep is done with
             finally:
                 os.close(fd)
         with contextlib.suppress(OSError):

@@ -209,8 +209,8 @@ class TranscriptSummary:
         # what the client was doing after the last well-formed event, for a timeout's outcome:
         # "api" = waiting for the API (after a tool result, an api_retry or an API error the
         # client wrote itself), "model" = the model's reply still streaming (after a text or
-        # thinking block of it), "tool" = the agent's tool running (after the model's tool_use,
-        # or the client's task_* lines while a tool or sub-agent runs)
+        # thinking block of it), "tool" = the agent's tool running (after the model's tool_use;
+        # the client's system lines while it runs, e.g. task_started, change nothing)
         self.waiting_on: str | None = None
         self.n_lines = 0
         self.n_malformed = 0
@@ -286,9 +286,7 @@ def _waiting_on(obj: dict[str, Any], before: str | None) -> str | None:
         blocks = content if isinstance(content, list) else []
         uses = any(isinstance(b, dict) and b.get("type") == "tool_use" for b in blocks)
         return "tool" if uses else "model"
-    if t == "system" and isinstance(st, str) and st.startswith("task_"):
-        return "tool"
-    return before
+    return before  # system lines (hooks, task_* progress while a tool runs) change nothing
 
 
 def _int(v: Any) -> int | None:

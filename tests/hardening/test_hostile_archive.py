@@ -424,3 +424,40 @@ def test_a_commit_that_fails_half_way_leaves_no_orphan_files(
     with pytest.raises(archive_mod.ArchiveError, match="injected"):
         archive.commit_run(_run("r1"), [], [])
     assert not list(archive.root.rglob("*.parquet"))
+
+
+_INIT = '{"type":"system","subtype":"init","model":"m"}'
+_TOOL_USE = (
+    '{"type":"assistant","message":{"model":"m","content":[{"type":"tool_use","id":"t1","name":"Bash",'
+    '"input":{"command":"sleep 120"}}]}}'
+)
+_TASK = '{"type":"system","subtype":"task_started","tool_use_id":"t1","task_type":"local_bash"}'
+_RESULT = '{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t1","content":"ok"}]}}'
+_TEXT = '{"type":"assistant","message":{"model":"m","content":[{"type":"text","text":"Let me"}]}}'
+_SYNTH = (
+    '{"type":"assistant","message":{"model":"<synthetic>","content":[{"type":"text","text":"API Error"}]}}'
+)
+_RETRY = '{"type":"system","subtype":"api_retry","error_status":529}'
+
+
+@pytest.mark.parametrize(
+    ("lines", "outcome"),
+    [
+        ([_INIT, _TOOL_USE], "timeout"),  # the tool was running
+        ([_INIT, _TOOL_USE, _TASK], "timeout"),  # ... and the client said so
+        ([_INIT, _TOOL_USE, _RESULT], "client_error"),  # the tool result sent: waiting for the API
+        ([_INIT, _TOOL_USE, _RESULT, _TEXT], "client_error"),  # a reply stopped half way
+        ([_INIT, _TOOL_USE, _RESULT, _RETRY], "client_error"),
+        ([_INIT, _TEXT, _SYNTH], "client_error"),
+        ([_INIT], "timeout"),  # before the first turn (invalid when scored, retried by the grid)
+    ],
+    ids=["tool-use", "task-started", "tool-result", "half-reply", "api-retry", "synthetic", "no-turn"],
+)
+def test_a_timeout_is_the_agents_only_while_its_tool_runs(lines: list[str], outcome: str) -> None:
+    from evalb.transcript import TranscriptSummary
+    from runner.client import classify
+
+    summary = TranscriptSummary()
+    for line in lines:
+        summary.feed(line)
+    assert classify(None, summary, timed_out=True, timeout=15, stop=[])[0] == outcome
