@@ -8,13 +8,16 @@ Layout (documented in docs/archive.md)::
     ARCHIVE/inflight/<run_id>.jsonl      stdout lines of a rep still running, appended as they arrive
     ARCHIVE/inflight/<run_id>.json       that rep's run row as known at its start
     ARCHIVE/locks/                       flock files: a live recorder holds its rep's and slot's lock
+    ARCHIVE/quarantine/                  journals that could not be committed, each with a .reason
 
 Why this shape: Parquet files cannot be appended to, and two recorders must be able to write at
 once. So each run is committed as its own files, each written to a hidden temp name and renamed
 into place (atomic), the runs row last: a run without a runs row is not yet committed. A rep's
 lines go to an append-only journal first, so a recorder killed at any moment loses nothing: the
 next recorder (or `evalb-record recover`) finds journals whose lock nobody holds and commits them
-as `interrupted`. Readers need no evalb code: `read_parquet('ARCHIVE/runs/*.parquet')`.
+as `interrupted`. A journal that cannot be committed (or a garbage file in inflight/) is moved to
+quarantine/ with a one-line reason and one warning, so it never blocks later recorders. Readers
+need no evalb code: `read_parquet('ARCHIVE/runs/*.parquet')`.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import fcntl
 import hashlib
 import json
 import os
+import sys
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
@@ -38,10 +42,12 @@ import polars as pl
 from evalb import migrations
 from evalb.errors import ArchiveError
 from evalb.schema import SCHEMA_VERSION, TABLES, ArtifactRecord, EventRecord, Record, RunRecord, to_frame
-from evalb.transcript import parse_line
+from evalb.transcript import parse_line, split_lines
 
 FORMAT = "evalb-archive"
 RUN_TABLES = ("artifacts", "events", "runs")  # commit order: runs last
+#: Outcomes that do not fill a grid slot: a rerun records the rep again.
+UNFILLED = ("interrupted", "harness_error")
 
 
 def utcnow() -> dt.datetime:
@@ -135,6 +141,10 @@ class Archive:
     def locks_dir(self) -> Path:
         return self.root / "locks"
 
+    @property
+    def quarantine_dir(self) -> Path:
+        return self.root / "quarantine"
+
     def exists(self) -> bool:
         return self.marker.is_file()
 
@@ -202,14 +212,26 @@ class Archive:
 
     # --- committing ---------------------------------------------------------------------------
     def commit_run(self, run: RunRecord, events: list[EventRecord], artifacts: list[ArtifactRecord]) -> None:
-        """Write one run's three files; the runs file last, as the commit marker."""
+        """Write one run's three files; the runs file last, as the commit marker (on a failure, the
+        files already written are removed again)."""
         frames = {
             "artifacts": to_frame("artifacts", artifacts),
             "events": to_frame("events", events),
             "runs": to_frame("runs", [run]),
         }
-        for table in RUN_TABLES:
-            write_parquet_atomic(frames[table], self.table_dir(table) / f"{run.run_id}.parquet")
+        written: list[Path] = []
+        try:
+            for table in RUN_TABLES:
+                dest = self.table_dir(table) / f"{run.run_id}.parquet"
+                write_parquet_atomic(frames[table], dest)
+                written.append(dest)
+        except BaseException:
+            # no half-committed run: without its runs file, its other files are orphans
+            if len(written) < len(RUN_TABLES):
+                for p in written:
+                    with contextlib.suppress(OSError):
+                        p.unlink()
+            raise
 
     def append_rows(self, table: str, rows: Sequence[Record] | Sequence[dict[str, Any]]) -> Path | None:
         """Add rows to a table as one new file (used for judgements and scores)."""
@@ -255,6 +277,7 @@ class Archive:
 
     def recover_stale(self) -> list[str]:
         """Commit every journal whose recorder is gone as an `interrupted` run; return their ids.
+        A journal that cannot be committed, and any garbage in inflight/, is quarantined instead.
         Also sweeps the temp files of killed writers."""
         recovered: list[str] = []
         self.sweep_temp_files()
@@ -274,11 +297,50 @@ class Archive:
                     continue  # its recorder is alive
                 if not meta.exists():
                     continue  # committed meanwhile
-                _commit_interrupted(self, meta)
-                recovered.append(run_id)
+                if self.recover_one(meta, _recovered_detail(lock)):
+                    recovered.append(run_id)
+                with contextlib.suppress(OSError):
+                    lock.unlink()  # held by us, and its rep is done with
             finally:
                 os.close(fd)
+        with contextlib.suppress(OSError):
+            for orphan in self.inflight_dir.glob("*.jsonl"):
+                # a journal without its run row (.json) cannot be committed: keep it apart
+                if not orphan.with_suffix(".json").exists() and _unlocked(
+                    self.locks_dir / f"run-{orphan.stem}.lock"
+                ):
+                    self.quarantine(orphan, "a journal without its run row (inflight/<id>.json)")
         return recovered
+
+    def recover_one(self, meta: Path, detail: str) -> bool:
+        """Commit the journal of `meta` (inflight/<id>.json, lock held by the caller) as an
+        `interrupted` run; quarantine it when it cannot be. True if it was committed."""
+        try:
+            _commit_interrupted(self, meta, detail)
+            return True
+        except Exception as e:  # anything: a garbage row, lines that cannot be encoded, ...
+            self.quarantine(meta, f"could not be committed: {_one_line(e)}")
+            return False
+
+    def quarantine(self, path: Path, reason: str) -> Path:
+        """Move an in-flight file (and its journal or row) to quarantine/ with a one-line reason
+        file, warning once on stderr. Returns the reason file."""
+        self.quarantine_dir.mkdir(exist_ok=True)
+        stem = path.name.split(".", 1)[0] or "unnamed"
+        dest = self.quarantine_dir / stem
+        while dest.with_suffix(".reason").exists():
+            dest = self.quarantine_dir / f"{stem}-{uuid.uuid4().hex[:6]}"
+        moved = []
+        for p in {path, path.with_suffix(".json"), path.with_suffix(".jsonl")}:
+            if p.exists():
+                with contextlib.suppress(OSError):
+                    os.replace(p, dest.with_name(dest.name + p.suffix))
+                    moved.append(p.name)
+        note = dest.with_suffix(".reason")
+        note.write_text(f"{', '.join(sorted(moved))}: {reason}\n")
+        short = reason if len(reason) <= 160 else reason[:157] + "..."
+        print(f"warning: quarantined inflight/{path.name}: {short} (see {note})", file=sys.stderr)
+        return note
 
     def _runs_index(self) -> list[tuple[str, str, dt.datetime]]:
         """(slot, outcome, started_at) of every committed run, reading only files not seen before."""
@@ -294,8 +356,9 @@ class Archive:
             return list(self._runs_seen.values())
 
     def committed_slots(self) -> dict[str, str]:
-        """slot -> outcome of the committed runs (interrupted runs do not fill their slot)."""
-        rows = sorted((r for r in self._runs_index() if r[1] != "interrupted"), key=lambda r: r[2])
+        """slot -> outcome of the committed runs (interrupted and harness_error runs do not fill
+        their slot)."""
+        rows = sorted((r for r in self._runs_index() if r[1] not in UNFILLED), key=lambda r: r[2])
         return {slot: outcome for slot, outcome, _ in rows}
 
     def attempts(self, slot: str) -> int:
@@ -307,6 +370,36 @@ def _writer_pid(name: str) -> int | None:
     stem = name.removesuffix(".tmp").rsplit(".", 1)[-1]
     pid, _, _ = stem.partition("-")
     return int(pid) if pid.isdigit() else None
+
+
+def _one_line(e: BaseException) -> str:
+    return f"{type(e).__name__}: {' '.join(str(e).split())}"[:300]
+
+
+def _unlocked(lock: Path) -> bool:
+    """True when no live recorder holds this lock file."""
+    try:
+        fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def _recovered_detail(lock: Path) -> str:
+    """Why a journal found without its recorder was interrupted (its lock file names the pid)."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        pid = int(lock.read_text().split()[0])
+        return (
+            f"the recorder (pid {pid}) was killed or died before the rep ended; committed later by "
+            "recovery with the lines it had journaled"
+        )
+    return "the recorder stopped before the rep ended; committed later by recovery with the lines it had"
 
 
 def _alive(pid: int) -> bool:
@@ -332,36 +425,71 @@ class InflightRun:
         try:
             self._lock_fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+            os.ftruncate(self._lock_fd, 0)
+            os.write(self._lock_fd, f"{os.getpid()}\n".encode())  # names the recorder to recovery
             self._journal = open(self.journal_path, "a", encoding="utf-8")  # noqa: SIM115 - lives as long as the rep
             tmp = self.meta_path.with_suffix(".json.tmp")
             tmp.write_text(run.model_dump_json())
             os.replace(tmp, self.meta_path)
         except OSError as e:
             raise _os_error("start a rep in", archive.root, e) from e
-        self.lines: list[tuple[str, dt.datetime]] = []
+        self.lines: list[tuple[str, str | None, dt.datetime]] = []
 
-    def append(self, line: str) -> None:
-        """Journal one stdout line (without its newline) at once."""
+    def append(self, line: str, encoding: str | None = None) -> None:
+        """Journal one stdout line (without its newline) at once; `encoding` as `decode_line` says.
+        Entries are ASCII JSON, one per line: nothing in a line can split or break them."""
         now = utcnow()
-        self.lines.append((line, now))
-        self._journal.write(json.dumps({"t": now.isoformat(), "line": line}) + "\n")
+        self.lines.append((line, encoding, now))
+        entry: dict[str, str] = {"t": now.isoformat(), "line": line}
+        if encoding:
+            entry["enc"] = encoding
+        self._journal.write(json.dumps(entry) + "\n")
         self._journal.flush()
 
     def events(self) -> list[EventRecord]:
-        out: list[EventRecord] = []
-        seq = 0
-        for line, at in self.lines:
-            if not line.strip():
-                continue
-            out.extend(parse_line(self.run_id, seq, line, at))
-            seq += 1
-        return out
+        return _events(self.run_id, self.lines)
 
     def commit(self, run: RunRecord, artifacts: list[ArtifactRecord]) -> None:
         """Commit the finished rep, then drop its journal and lock."""
         self._journal.close()
         self.archive.commit_run(run, self.events(), artifacts)
         self._cleanup()
+
+    def fail(self, run: RunRecord) -> None:
+        """Commit the rep as it stands after a fault of the harness (`run` says what): its lines,
+        no end state. If its lines cannot be committed, the journal is quarantined and the row is
+        committed alone; if not even that, the journal is left for recovery and the error raised."""
+        with contextlib.suppress(Exception):
+            self._journal.close()
+        try:
+            self.archive.commit_run(run, self.events(), [])
+        except Exception as e:
+            try:
+                self.archive.quarantine(self.meta_path, f"could not be committed: {_one_line(e)}")
+                note = f"{run.outcome_detail}; its lines could not be committed and are in quarantine/"
+                self.archive.commit_run(run.model_copy(update={"outcome_detail": note}), [], [])
+            except BaseException:
+                self.abandon()
+                raise
+        self._cleanup()
+
+    def interrupt(self, detail: str) -> None:
+        """Commit the rep at once as `interrupted` with `detail` (best effort: on a failure its
+        journal waits for recovery)."""
+        self.abandon()
+        lock = self.archive.locks_dir / f"run-{self.run_id}.lock"
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
+        except OSError:
+            return
+        try:
+            with contextlib.suppress(BlockingIOError):
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                if self.meta_path.exists() and self.archive.recover_one(self.meta_path, detail):
+                    with contextlib.suppress(OSError):
+                        lock.unlink()
+        finally:
+            os.close(fd)
 
     def abandon(self) -> None:
         """Release the lock but keep the journal: recovery will commit it as interrupted."""
@@ -379,28 +507,44 @@ class InflightRun:
         os.close(self._lock_fd)
 
 
-def _commit_interrupted(archive: Archive, meta: Path) -> None:
-    run = RunRecord.model_validate_json(meta.read_text())
+def _events(run_id: str, lines: Sequence[tuple[str, str | None, dt.datetime]]) -> list[EventRecord]:
+    out: list[EventRecord] = []
+    seq = 0
+    for line, enc, at in lines:
+        if not line.strip():
+            continue
+        out.extend(parse_line(run_id, seq, line, at, enc))
+        seq += 1
+    return out
+
+
+def read_journal(journal: Path) -> list[tuple[str, str | None, dt.datetime]]:
+    """A journal's lines (raw, raw_encoding, received_at); entries torn by a kill are skipped."""
+    out: list[tuple[str, str | None, dt.datetime]] = []
+    if not journal.exists():
+        return out
+    for entry in split_lines(journal.read_bytes()):
+        try:
+            rec = json.loads(entry)
+            line, at = rec["line"], dt.datetime.fromisoformat(rec["t"])
+            enc = rec.get("enc")
+        except (ValueError, KeyError, TypeError, AttributeError):
+            continue  # a journal entry torn by the kill itself
+        if isinstance(line, str) and (enc is None or isinstance(enc, str)):
+            out.append((line, enc, at))
+    return out
+
+
+def _commit_interrupted(archive: Archive, meta: Path, detail: str) -> None:
+    run = RunRecord.model_validate_json(meta.read_bytes())
     journal = meta.with_suffix(".jsonl")
-    events: list[EventRecord] = []
-    last_at: dt.datetime | None = None
-    if journal.exists():
-        seq = 0
-        for entry in journal.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                rec = json.loads(entry)
-                line, at = rec["line"], dt.datetime.fromisoformat(rec["t"])
-            except (ValueError, KeyError, TypeError):
-                continue  # a journal entry torn by the kill itself
-            if not line.strip():
-                continue
-            events.extend(parse_line(run.run_id, seq, line, at))
-            seq += 1
-            last_at = at
+    lines = read_journal(journal)
+    events = _events(run.run_id, lines)
+    last_at = lines[-1][2] if lines else None
     n_lines = len({e.seq for e in events})
     update = {
         "outcome": "interrupted",
-        "outcome_detail": "the recorder stopped before the rep ended; lines kept up to that point",
+        "outcome_detail": detail,
         "ended_at": None,
         "n_lines": n_lines,
         "n_malformed": sum(1 for e in events if e.malformed),

@@ -45,3 +45,7 @@ class ConfinementError(EvalbError):
 
 class FixtureError(EvalbError):
     """The fixture, plugin or graph does not hold what the eval needs."""
+
+
+class HarnessError(EvalbError):
+    """Reps failed in the harness itself (outcome `harness_error`); the rest of the grid was recorded."""

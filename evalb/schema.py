@@ -101,6 +101,11 @@ class EventRecord(Record):
     malformed: bool = Field(description="True when the line was not a JSON object; `raw` keeps it.")
     received_at: dt.datetime | None = Field(description="When the recorder read the line (UTC).")
     raw: str = Field(description="The line exactly as the client wrote it (losslessly kept).")
+    raw_encoding: str | None = Field(
+        default=None,
+        description="null: `raw` is the line's text; 'base64': the line was not valid UTF-8 and `raw` "
+        "holds its bytes in base64.",
+    )
 
 
 class ArtifactRecord(Record):

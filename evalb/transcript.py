@@ -3,16 +3,69 @@
 Every line becomes at least one row and keeps its raw text; lines that are not a JSON object
 (a truncated last line, noise) are flagged `malformed` instead of failing. Fields are read by name
 and absent or unknown ones are tolerated, since they change between client versions.
+
+Lines are split on b"\\n" only, never with `str.splitlines()` (which also splits on NEL U+0085,
+U+2028/U+2029 and other characters a client may write raw inside a JSON string). A line that is
+valid UTF-8 is kept as its text; one that is not is kept as base64 (`raw_encoding = 'base64'`), so
+every byte is archived. The client may write a lone surrogate escape (`\\ud83d`) when it cuts a
+long line of emoji: `raw` keeps the escape as written, parsed text fields get U+FFFD instead
+(Parquet, like UTF-8, cannot hold a lone surrogate).
 """
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import json
+import re
 from collections.abc import Iterable
 from typing import Any
 
 from evalb.schema import EventRecord
+
+#: `raw_encoding` of a line that is not valid UTF-8: `raw` holds its bytes in base64.
+BASE64 = "base64"
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def split_lines(data: bytes) -> list[bytes]:
+    """The lines of a byte stream, split on b"\\n" only (no other byte or character ends a line)."""
+    lines = data.split(b"\n")
+    if lines and not lines[-1]:
+        lines.pop()
+    return lines
+
+
+def decode_line(line: bytes) -> tuple[str, str | None]:
+    """(raw, raw_encoding) of one line: its text when it is valid UTF-8, else base64 of its bytes."""
+    try:
+        return line.decode("utf-8"), None
+    except UnicodeDecodeError:
+        return base64.b64encode(line).decode("ascii"), BASE64
+
+
+def line_text(raw: str, raw_encoding: str | None = None) -> str:
+    """The text to parse of a kept line (a base64 line's bytes decoded with U+FFFD for bad ones)."""
+    if raw_encoding == BASE64:
+        return base64.b64decode(raw).decode("utf-8", errors="replace")
+    return raw
+
+
+def _clean(v: Any) -> Any:
+    if isinstance(v, str):
+        return _SURROGATE.sub("\ufffd", v)
+    if isinstance(v, dict):
+        return {_clean(k): _clean(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_clean(x) for x in v]
+    return v
+
+
+def loads(text: str) -> Any:
+    """json.loads, with every lone surrogate in the result's strings replaced by U+FFFD."""
+    obj = json.loads(text)
+    return _clean(obj) if _SURROGATE_ESCAPE.search(text) else obj
 
 
 def _s(v: Any) -> str | None:
@@ -29,8 +82,15 @@ def _result_text(content: Any) -> str | None:
     return None
 
 
-def parse_line(run_id: str, seq: int, raw: str, received_at: dt.datetime | None = None) -> list[EventRecord]:
-    """One stdout line as one or more event rows (one per content block)."""
+def parse_line(
+    run_id: str,
+    seq: int,
+    raw: str,
+    received_at: dt.datetime | None = None,
+    raw_encoding: str | None = None,
+) -> list[EventRecord]:
+    """One stdout line as one or more event rows (one per content block); `raw` and `raw_encoding`
+    as `decode_line` gives them."""
     base: dict[str, Any] = {
         "run_id": run_id,
         "seq": seq,
@@ -50,9 +110,10 @@ def parse_line(run_id: str, seq: int, raw: str, received_at: dt.datetime | None 
         "malformed": False,
         "received_at": received_at,
         "raw": raw,
+        "raw_encoding": raw_encoding,
     }
     try:
-        obj = json.loads(raw)
+        obj = loads(line_text(raw, raw_encoding))
     except ValueError:
         obj = None
     if not isinstance(obj, dict):
@@ -116,6 +177,22 @@ def parse_lines(run_id: str, lines: Iterable[str]) -> list[EventRecord]:
     return out
 
 
+def parse_bytes(run_id: str, data: bytes) -> tuple[list[EventRecord], TranscriptSummary]:
+    """A whole transcript's bytes as event rows and their summary (lines split on b"\\n" only)."""
+    out: list[EventRecord] = []
+    summary = TranscriptSummary()
+    seq = 0
+    for line in split_lines(data):
+        raw, enc = decode_line(line)
+        text = line_text(raw, enc)
+        if not text.strip():
+            continue
+        summary.feed(text)
+        out.extend(parse_line(run_id, seq, raw, None, enc))
+        seq += 1
+    return out, summary
+
+
 class TranscriptSummary:
     """What the recorder must know of a transcript: hook seen, model id, outcome facts, usage."""
 
@@ -129,9 +206,12 @@ class TranscriptSummary:
         self.result: dict[str, Any] | None = None
         self.api_retries = 0
         self.last_api_error: dict[str, Any] | None = None
-        # the last well-formed event's type: a client waiting on the API (after a tool result,
-        # init or an api_retry) is told apart from one running a tool (after an assistant event)
-        self.last_type: str | None = None
+        # what the client was doing after the last well-formed event, for a timeout's outcome:
+        # "api" = waiting for the API (after a tool result, an api_retry or an API error the
+        # client wrote itself), "model" = the model's reply still streaming (after a text or
+        # thinking block of it), "tool" = the agent's tool running (after the model's tool_use;
+        # the client's system lines while it runs, e.g. task_started, change nothing)
+        self.waiting_on: str | None = None
         self.n_lines = 0
         self.n_malformed = 0
 
@@ -141,14 +221,14 @@ class TranscriptSummary:
             return
         self.n_lines += 1
         try:
-            obj = json.loads(raw)
+            obj = loads(raw)
         except ValueError:
             obj = None
         if not isinstance(obj, dict):
             self.n_malformed += 1
             return
         t, st = obj.get("type"), obj.get("subtype")
-        self.last_type = t if isinstance(t, str) else None
+        self.waiting_on = _waiting_on(obj, self.waiting_on)
         if t == "system" and st == "hook_response" and obj.get("hook_event") == "SessionStart":
             self.hook_seen = True
             self.hook_note = self.hook_note or _hook_context(obj)
@@ -194,6 +274,21 @@ class TranscriptSummary:
         }
 
 
+def _waiting_on(obj: dict[str, Any], before: str | None) -> str | None:
+    t, st = obj.get("type"), obj.get("subtype")
+    if t == "user" or (t == "system" and st == "api_retry"):
+        return "api"
+    if t == "assistant":
+        if made_by_client(obj):
+            return "api"
+        msg = obj.get("message")
+        content = msg.get("content") if isinstance(msg, dict) else None
+        blocks = content if isinstance(content, list) else []
+        uses = any(isinstance(b, dict) and b.get("type") == "tool_use" for b in blocks)
+        return "tool" if uses else "model"
+    return before  # system lines (hooks, task_* progress while a tool runs) change nothing
+
+
 def _int(v: Any) -> int | None:
     return int(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
@@ -209,7 +304,7 @@ def _hook_context(obj: dict[str, Any]) -> str | None:
     if not out:
         return None
     try:
-        parsed = json.loads(out)
+        parsed = loads(out)
         return _s(parsed.get("hookSpecificOutput", {}).get("additionalContext")) or out.strip()
     except (ValueError, AttributeError):
         return out.strip()

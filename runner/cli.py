@@ -15,7 +15,7 @@ import typer
 from evalb import paths
 from evalb.archive import Archive
 from evalb.cli_errors import new_app, run_cli
-from evalb.errors import UsageError
+from evalb.errors import HarnessError, UsageError
 from evalb.schema import RunRecord
 from runner import grid as grid_mod
 from runner.importer import import_transcript
@@ -49,6 +49,27 @@ RetriesOpt = Annotated[
 ]
 
 
+def refuse_inside_inputs(option: str, path: Path | None, plugin_dir: Path | None) -> None:
+    """Refuse an output directory (--archive, --workdir) inside what reps read: the fixture
+    (fixture/, with its project tree and the reference plugin), the scenarios, or the plugin under
+    test. Writing there would change the measured inputs (and their hashes) under the grid."""
+    if path is None:
+        return
+    where = path.resolve()
+    inputs = [
+        (paths.FIXTURE_PROJECT, "the fixture's project tree (fixture/project), which every sandbox copies"),
+        (paths.FIXTURE_DIR, "the fixture (fixture/)"),
+        (paths.SCENARIOS_DIR, "the scenarios directory"),
+    ]
+    if plugin_dir is not None:
+        inputs.insert(0, (plugin_dir, f"the plugin under test ({plugin_dir})"))
+    for root, what in inputs:
+        if where.is_relative_to(root.resolve()):
+            raise UsageError(
+                f"{option} {path} is inside {what}", hint=f"choose a {option} directory outside it"
+            )
+
+
 def _options(
     plugin_dir: Path,
     client: Path | None,
@@ -63,6 +84,7 @@ def _options(
         raise UsageError(
             f"plugin directory {plugin_dir} does not exist", hint="pass --plugin-dir PATH to a plugin"
         )
+    refuse_inside_inputs("--workdir", workdir, plugin_dir)
     return RecordOptions(
         plugin_dir=plugin_dir,
         client=client or paths.client_binary(),
@@ -104,6 +126,7 @@ def _record(
     options: RecordOptions,
     results: Path | None,
 ) -> None:
+    refuse_inside_inputs("--archive", archive, options.plugin_dir)
     arch = Archive(archive)
     slots = grid_mod.expand(scenarios, models, reps, grid_mod.plugin_hash_of(options.plugin_dir))
     # every refusal comes before the archive is created or touched
@@ -126,6 +149,12 @@ def _record(
         f"already recorded{busy}{extra} -> {archive}",
         file=sys.stderr,
     )
+    if report.failed:
+        slot, reason = report.failed[0]
+        raise HarnessError(
+            f"{len(report.failed)} rep(s) failed in the harness, e.g. {slot}: {reason}",
+            hint="they fill no slot: rerun the same command to retry them",
+        )
 
 
 @app.command()
@@ -191,6 +220,7 @@ def import_(
     plugin_dir: Annotated[Path | None, typer.Option(help="The plugin it ran with, if known.")] = None,
 ) -> None:
     """Archive a transcript recorded elsewhere; malformed lines are kept raw and flagged."""
+    refuse_inside_inputs("--archive", archive, plugin_dir)
     run = import_transcript(
         transcript, Archive(archive), scenario=scenario, model=model, sandbox=sandbox, plugin_dir=plugin_dir
     )
@@ -207,6 +237,7 @@ def import_(
 @app.command()
 def recover(archive: ArchiveOpt = paths.DEFAULT_ARCHIVE) -> None:
     """Commit reps left in flight by a recorder that was killed, as `interrupted`."""
+    refuse_inside_inputs("--archive", archive, None)
     arch = Archive(archive)
     arch.ensure()
     ids = arch.recover_stale()
@@ -216,6 +247,7 @@ def recover(archive: ArchiveOpt = paths.DEFAULT_ARCHIVE) -> None:
 @app.command()
 def migrate(archive: ArchiveOpt = paths.DEFAULT_ARCHIVE) -> None:
     """Bring an archive written by an older evalb up to this schema version."""
+    refuse_inside_inputs("--archive", archive, None)
     arch = Archive(archive)
     before = arch.schema_version()
     arch.ensure()
@@ -224,7 +256,7 @@ def migrate(archive: ArchiveOpt = paths.DEFAULT_ARCHIVE) -> None:
 
 def _terminate(signum: int, frame: object) -> None:
     # SIGTERM (a closed terminal, a job scheduler) ends a grid the way Ctrl-C does
-    raise KeyboardInterrupt
+    raise grid_mod.Terminated
 
 
 def main() -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import datetime as dt
-import json
 import os
 import signal
 import subprocess
@@ -21,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evalb.transcript import TranscriptSummary
+from evalb.transcript import TranscriptSummary, decode_line, line_text, loads
 
 STDERR_LIMIT = 64 * 1024
 HOPELESS_STATUSES = {401, 403}
@@ -73,14 +72,16 @@ def run_session(
     *,
     env: dict[str, str],
     cwd: Path,
-    on_line: Callable[[str], None],
+    on_line: Callable[[str, str | None], None],
     timeout: float,
     max_api_retries: int = 6,
     stop: threading.Event | None = None,
 ) -> SessionResult:
-    """Run the client to its end (or stop it), feeding each stdout line to `on_line` as it arrives.
+    """Run the client to its end (or stop it), feeding each stdout line to `on_line(raw,
+    raw_encoding)` as it arrives (split on b"\\n" only; see `evalb.transcript.decode_line`).
 
-    `stop` (set on Ctrl-C by the grid) ends the session at once; it is then `interrupted`."""
+    `stop` (set on Ctrl-C by the grid) ends the session at once; it is then `interrupted`, with the
+    stop's `reason` if it has one (see `runner.grid.StopEvent`)."""
     summary = TranscriptSummary()
     stop_reason: list[str] = []
     started = dt.datetime.now(dt.UTC)
@@ -96,6 +97,7 @@ def run_session(
     )
     assert proc.stdout is not None and proc.stderr is not None
     stderr_chunks: list[bytes] = []
+    failures: list[BaseException] = []  # raised by on_line (e.g. the journal's disk is full)
 
     def read_stderr() -> None:
         assert proc.stderr is not None
@@ -107,11 +109,18 @@ def run_session(
 
     def read_stdout() -> None:
         assert proc.stdout is not None
-        for raw in proc.stdout:
-            line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+        # a binary pipe's lines end at b"\n" only: NEL, U+2028 and the like stay inside the line
+        for data in proc.stdout:
+            raw, encoding = decode_line(data.removesuffix(b"\n"))
+            line = line_text(raw, encoding)
             if not line.strip():
                 continue
-            on_line(line)
+            try:
+                on_line(raw, encoding)
+            except BaseException as e:  # a line that cannot be kept ends the session: no silent gap
+                failures.append(e)
+                _kill_group(proc)
+                return
             summary.feed(line)
             reason = _hopeless(line, summary, max_api_retries)
             if reason and not stop_reason:
@@ -147,10 +156,13 @@ def run_session(
         raise
     for t in threads:
         t.join(timeout=10)
+    if failures:
+        raise failures[0]
     ended = dt.datetime.now(dt.UTC)
     stderr = b"".join(stderr_chunks).decode("utf-8", errors="replace")
     if interrupted:
-        outcome, detail = "interrupted", "the recorder was stopped (Ctrl-C) during the rep; lines kept"
+        why = getattr(stop, "reason", None) or "Ctrl-C"
+        outcome, detail = "interrupted", f"the recorder was stopped ({why}) during the rep; lines kept"
     else:
         outcome, detail = classify(
             proc.returncode, summary, timed_out=timed_out, timeout=timeout, stop=stop_reason
@@ -166,7 +178,7 @@ def _hopeless(line: str, summary: TranscriptSummary, max_api_retries: int) -> st
     if '"api_retry"' not in line:
         return None
     try:
-        obj = json.loads(line)
+        obj = loads(line)
     except ValueError:
         return None
     status = obj.get("error_status")
@@ -190,9 +202,13 @@ def classify(
     if stop:
         return "client_error", stop[0]
     if timed_out:
-        if summary.reached_model and summary.last_type in ("user", "system"):
-            # the client had sent the model a tool result (or was retrying) and was waiting for the
-            # API when time ran out: a stalled API, not an agent that would not stop
+        if summary.reached_model and summary.waiting_on == "tool":
+            # the agent's tool (a long Bash command, a sub-agent) was still running: the agent was
+            # working when time ran out, so the rep is scored as it stands
+            return "timeout", f"no end after {timeout:g}s (the agent's tool was still running)"
+        if summary.reached_model:
+            # the client was waiting for the API (a tool result sent, a retry) or the model's reply
+            # had stopped coming half way: a stalled API, not an agent that would not stop
             return (
                 "client_error",
                 f"no end after {timeout:g}s: the API stalled (no reply to the last request)",

@@ -33,6 +33,31 @@ from runner.scripted.server import ModelServer
 RETRYABLE = {"client_error", "timeout"}
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread: it ends a grid the way Ctrl-C does."""
+
+
+class StopEvent(threading.Event):
+    """The grid's stop request, with what made it (said in the detail of the reps it interrupts)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reason: str | None = None
+
+    def stop(self, reason: str) -> None:
+        if not self.is_set():
+            self.reason = reason
+        self.set()
+
+
+def stop_reason(e: BaseException) -> str:
+    if isinstance(e, Terminated):
+        return "SIGTERM"
+    if isinstance(e, KeyboardInterrupt):
+        return "Ctrl-C"
+    return f"the recorder failed: {type(e).__name__}: {' '.join(str(e).split())}"[:200]
+
+
 class GridFile(BaseModel):
     """A grid described in a small YAML file: `scenarios`, `models`, `reps`."""
 
@@ -85,6 +110,9 @@ class GridReport:
     recorded: list[RunRecord] = field(default_factory=list)
     busy: int = 0  # slots another live recorder was working on
     recovered: list[str] = field(default_factory=list)
+    #: (slot, reason) of reps that failed in the harness: recorded as `harness_error` where the
+    #: archive could take the row, and said here either way
+    failed: list[tuple[str, str]] = field(default_factory=list)
 
 
 class Progress:
@@ -144,12 +172,14 @@ def run_grid(
 
     Reps run in worker threads (even with jobs=1), so the main thread stays free to take Ctrl-C:
     it then sets `stop`, which ends every running client at once (their reps are committed as
-    `interrupted`, with their lines), drops the reps not yet started, and re-raises."""
+    `interrupted`, with their lines and what stopped them), drops the reps not yet started, and
+    re-raises. A rep that fails in the harness is recorded as `harness_error` (see `record_rep`)
+    and listed in the report's `failed`; the grid goes on."""
     if jobs < 1:
         raise UsageError(f"--jobs must be at least 1, got {jobs}")
     preflight(slots, archive, options)
     archive.ensure()
-    stop = stop or threading.Event()
+    stop = stop or StopEvent()
     report = GridReport(planned=len(slots), recovered=archive.recover_stale())
     filled = archive.committed_slots()
     todo = [s for s in slots if s.key not in filled]
@@ -165,12 +195,35 @@ def run_grid(
     def one(slot: Slot) -> None:
         if stop.is_set():
             return
+        try:
+            run = rep(slot)
+        except Exception as e:  # the harness failed around the rep (record_rep records its own)
+            reason = f"harness error: {type(e).__name__}: {' '.join(str(e).split())}"[:400]
+            with lock:
+                report.failed.append((slot.key, reason))
+            print(f"warning: {slot.variant} {slot.model} rep {slot.rep}: {reason}", file=sys.stderr)
+            return
+        if run is None or run.outcome == "interrupted":
+            return
+        if run.outcome == "harness_error":
+            with lock:
+                report.failed.append((slot.key, run.outcome_detail))
+        verdict = None
+        if after_rep and run.outcome != "harness_error":
+            try:
+                verdict = after_rep(run)
+            except Exception as e:  # scoring is a convenience here: the rep is committed
+                print(f"warning: scoring run {run.run_id} failed: {type(e).__name__}: {e}", file=sys.stderr)
+        if progress:
+            progress.update(run, verdict)
+
+    def rep(slot: Slot) -> RunRecord | None:
         with archive.slot_lock(slot.key) as mine:
             if not mine or slot.key in archive.committed_slots():
                 with lock:
                     report.busy += not mine
                     report.skipped += mine
-                return
+                return None
             attempt = archive.attempts(slot.key) + 1
             for i in range(retries + 1):
                 run = record_rep(
@@ -188,11 +241,7 @@ def run_grid(
                     report.recorded.append(run)
                 if not _retry(run) or i == retries or stop.wait(backoff * (2**i)):
                     break
-            if run.outcome == "interrupted":
-                return
-            verdict = after_rep(run) if after_rep else None
-            if progress:
-                progress.update(run, verdict)
+            return run
 
     pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="rep")
     futures = [pool.submit(one, s) for s in todo]
@@ -205,8 +254,11 @@ def run_grid(
                     break
                 except FuturesTimeout:
                     continue
-    except BaseException:
-        stop.set()
+    except BaseException as e:
+        if isinstance(stop, StopEvent):
+            stop.stop(stop_reason(e))
+        else:
+            stop.set()
         pool.shutdown(wait=True, cancel_futures=True)
         # every rep has ended; commit any journal still without its runs row (lock now free)
         with contextlib.suppress(Exception):

@@ -14,7 +14,7 @@ from evalb.archive import Archive
 from evalb.errors import UsageError
 from evalb.scenarios import resolve_variant
 from evalb.schema import SCHEMA_VERSION, RunRecord
-from evalb.transcript import TranscriptSummary, parse_line
+from evalb.transcript import parse_bytes
 from runner import artifacts
 from runner.client import classify
 
@@ -45,12 +45,9 @@ def import_transcript(
     if slot in archive.committed_slots():
         return None
     run_id = uuid.uuid4().hex
-    lines = [ln for ln in data.decode("utf-8", errors="replace").splitlines() if ln.strip()]
-    summary = TranscriptSummary()
-    events = []
-    for seq, line in enumerate(lines):
-        summary.feed(line)
-        events.extend(parse_line(run_id, seq, line))
+    # lines end at b"\n" only (never str.splitlines: NEL or U+2028 inside a JSON string is no line
+    # end); a line that is not UTF-8 is kept as base64
+    events, summary = parse_bytes(run_id, data)
     exit_code = 0 if summary.result is not None else None
     outcome, detail = classify(exit_code, summary, timed_out=False, timeout=0, stop=[])
     if summary.result is None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evalb import __version__, manifest, paths, sandbox
-from evalb.archive import Archive
+from evalb.archive import Archive, InflightRun
 from evalb.errors import ClientError, UsageError
 from evalb.scenarios import Scenario, Variant, resolve_variant
 from evalb.schema import SCHEMA_VERSION, RunRecord
@@ -110,11 +110,11 @@ def record_rep(
     """Record one rep into `archive` and return its committed run row.
 
     `stop` set (Ctrl-C in a grid) ends the rep at once; it is committed as `interrupted` with
-    every line it had."""
+    every line it had. Anything raised while building, capturing or committing the rep is recorded
+    on it as outcome `harness_error` (the reason in `outcome_detail`, its lines kept) instead of
+    propagating; such a run does not fill its slot, so a rerun tries the rep again."""
     scenario, variant = resolve_variant(variant_id)
     ident = ident or identity(options)
-    plugin_name, plugin_version, plugin_hash = ident.plugin_name, ident.plugin_version, ident.plugin_hash
-    frozen = ident.frozen
     scripted = model.startswith("scripted:")
     ctx = None
     if scripted:
@@ -132,10 +132,15 @@ def record_rep(
 
     work = Path(tempfile.mkdtemp(prefix=f"evalb-{variant.id}-", dir=options.workdir))
     sandbox_dir, home = work / "sandbox", work / "home"
-    home.mkdir()
     base_url = None
+    stage = "building the sandbox"
+    confinement, cred_note = "n/a (the rep failed before its client started)", ""
+    inflight: InflightRun | None = None
+    final: RunRecord | None = None
     try:
+        home.mkdir()
         sandbox.build_sandbox(variant.id, sandbox_dir, plugin_dir=options.plugin_dir)
+        stage = "preparing the client"
         if ctx is not None and server is not None:
             base_url = server.register(ctx, [Fault(**{**f.__dict__, "hits": 0}) for f in options.faults])
         env, cred_note = client_env(home, base_url=base_url, max_api_retries=options.max_api_retries)
@@ -156,47 +161,78 @@ def record_rep(
             confine=options.confine,
             keep_visible=[options.client, options.plugin_dir],
         )
-        run = _initial_run(scenario, variant, model, rep, attempt, options, frozen, confinement, cred_note)
-        run = run.model_copy(
-            update={
-                "slot": slot_key(variant.id, model, plugin_hash, rep),
-                "plugin_name": plugin_name,
-                "plugin_version": plugin_version,
-                "plugin_hash": plugin_hash,
-            }
-        )
+        run = _run_row(scenario, variant, model, rep, attempt, options, ident, confinement, cred_note)
+        stage = "starting the rep's journal"
         inflight = archive.begin_run(run)
-        try:
-            session = run_session(
-                cmd,
-                env=env,
-                cwd=sandbox_dir,
-                on_line=inflight.append,
-                timeout=options.timeout_for(model),
-                max_api_retries=options.max_api_retries,
-                stop=stop,
-            )
-            final = _final_run(run, session, options.client)
-            if base_url and server is not None:
-                served = server.unregister(base_url)
-                base_url = None
-                if options.faults:
-                    opts = json.loads(final.options_json) | {"faults_served": served}
-                    final = final.model_copy(update={"options_json": json.dumps(opts, sort_keys=True)})
-            inflight.commit(final, artifacts.collect(run.run_id, sandbox_dir))
-        except BaseException:
-            # Ctrl-C, or anything unforeseen: never leave the rep in flight; commit what it had,
-            # as interrupted, at once (best effort: on a full disk the journal waits for recovery).
-            inflight.abandon()
-            with contextlib.suppress(Exception):
-                archive.recover_stale()
-            raise
+        stage = "capturing the client's output"
+        session = run_session(
+            cmd,
+            env=env,
+            cwd=sandbox_dir,
+            on_line=inflight.append,
+            timeout=options.timeout_for(model),
+            max_api_retries=options.max_api_retries,
+            stop=stop,
+        )
+        final = _final_run(run, session, options.client)
+        if base_url and server is not None:
+            served = server.unregister(base_url)
+            base_url = None
+            if options.faults:
+                opts = json.loads(final.options_json) | {"faults_served": served}
+                final = final.model_copy(update={"options_json": json.dumps(opts, sort_keys=True)})
+        stage = "collecting the sandbox's end state"
+        arts = artifacts.collect(run.run_id, sandbox_dir)
+        stage = "committing the rep"
+        inflight.commit(final, arts)
         return final
+    except Exception as e:
+        # a fault of the harness, not of the agent or the client: recorded on this rep (its lines
+        # kept), which does not fill its slot, and the grid goes on
+        detail = f"harness error while {stage}: {type(e).__name__}: {' '.join(str(e).split())}"[:400]
+        row = final or _run_row(
+            scenario, variant, model, rep, attempt, options, ident, confinement, cred_note
+        )
+        row = row.model_copy(update={"outcome": "harness_error", "outcome_detail": detail})
+        if inflight is not None:
+            inflight.fail(row)
+        else:
+            archive.commit_run(row, [], [])
+        return row
+    except BaseException:
+        # Ctrl-C (or SIGTERM) reaching this thread: commit what the rep had, as interrupted, at once
+        if inflight is not None:
+            why = getattr(stop, "reason", None) or "Ctrl-C"
+            inflight.interrupt(f"the recorder was stopped ({why}) during the rep; lines kept")
+        raise
     finally:
         if base_url and server is not None:
-            server.unregister(base_url)
+            with contextlib.suppress(Exception):
+                server.unregister(base_url)
         if not options.keep_sandboxes:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def _run_row(
+    scenario: Scenario,
+    variant: Variant,
+    model: str,
+    rep: int,
+    attempt: int,
+    options: RecordOptions,
+    ident: Identity,
+    confinement: str,
+    cred_note: str,
+) -> RunRecord:
+    run = _initial_run(scenario, variant, model, rep, attempt, options, ident.frozen, confinement, cred_note)
+    return run.model_copy(
+        update={
+            "slot": slot_key(variant.id, model, ident.plugin_hash, rep),
+            "plugin_name": ident.plugin_name,
+            "plugin_version": ident.plugin_version,
+            "plugin_hash": ident.plugin_hash,
+        }
+    )
 
 
 def _initial_run(

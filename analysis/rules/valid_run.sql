@@ -5,7 +5,8 @@
 -- model; another plugin's note does not count); the model never took a turn (crash, auth/API
 -- error, timeout before any assistant event); the client reports
 -- `completed` but wrote no result event (a truncated transcript cannot be scored fairly).
--- A client fault (crashed, client_error: API/auth errors, dropped or stalled streams) makes a run
+-- A client or harness fault (crashed, client_error: API/auth errors, dropped or stalled streams;
+-- harness_error: the recorder itself failed; any other outcome but completed/timeout) makes a run
 -- invalid whenever it happens, before or after the model's first turn: it is never the model's
 -- FAIL. A run that timed out after the model's first turn (the agent kept working) is scored as
 -- it stands. The model's first turn is a real assistant event: the client writes made-up ones
@@ -59,7 +60,7 @@ LEFT JOIN turns t ON t.run_id = r.run_id,
 LATERAL (SELECT CASE
     WHEN m.variant IS NULL THEN 'unknown variant ' || r.variant || ' (no scenario file defines it)'
     WHEN r.outcome = 'interrupted' THEN 'interrupted: the recorder stopped before the rep ended'
-    WHEN r.outcome IN ('crashed', 'client_error') THEN r.outcome || ': ' || coalesce(r.outcome_detail, 'no detail')
+    WHEN r.outcome NOT IN ('completed', 'timeout') THEN r.outcome || ': ' || coalesce(r.outcome_detail, 'no detail')
     WHEN h.any_seq IS NULL THEN 'no SessionStart hook_response: the hook note never reached the model'
     WHEN h.ok_seq IS NULL AND h.failed_seq IS NOT NULL THEN 'SessionStart hook failed (seq ' || h.failed_seq || ')'
     WHEN h.ok_seq IS NULL THEN 'no SessionStart hook note from the plugin (' || h.marker || ' marker): the hook_response at seq '

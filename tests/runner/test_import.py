@@ -101,3 +101,50 @@ class TestImport:
             and bad.stderr.count("\n") == 1
         )
         assert not (tmp_path / "b").exists()
+
+    def test_line_separators_inside_strings_and_bad_bytes(self, tmp_path: Path) -> None:
+        """NEL (U+0085) and U+2028/U+2029 written raw inside JSON strings do not end a line (the
+        transcript stays `completed`, not a crashed one of cut lines); a lone surrogate escape
+        imports with U+FFFD in the text; a line of invalid UTF-8 is kept byte for byte (base64)."""
+        import base64
+        import json
+
+        lines = (GOLDEN / "plugin-hook-bash.jsonl").read_bytes().split(b"\n")
+        lines = [ln for ln in lines if ln.strip()]
+        out = []
+        odd = "a\x85b\u2028c\u2029d\x1ce\x0bf"
+        for ln in lines:
+            obj = json.loads(ln)
+            blocks = obj.get("message", {}).get("content")
+            if obj["type"] == "assistant" and isinstance(blocks, list):
+                for b in blocks:
+                    if b.get("type") == "text":
+                        b["text"] += odd
+            if obj["type"] == "user" and isinstance(blocks, list):
+                for b in blocks:
+                    if b.get("type") == "tool_result" and isinstance(b.get("content"), str):
+                        b["content"] += "\ud83d"  # dumped as the escape \ud83d, as the client does
+            text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+            out.append(text.replace("\ud83d", "\\ud83d").encode())
+        out.append(b"\xff\xfe noise \xc3")
+        path = tmp_path / "hostile.jsonl"
+        path.write_bytes(b"\n".join(out) + b"\n")
+        assert len(path.read_bytes().decode("utf-8", "replace").splitlines()) > len(
+            out
+        )  # str.splitlines would cut
+
+        archive = Archive(tmp_path / "a")
+        run = import_transcript(path, archive, scenario="R1", model="haiku")
+        assert run is not None
+        assert (run.outcome, run.n_lines, run.n_malformed) == ("completed", len(out), 1)
+        ev = pl.read_parquet(archive.root / "events" / f"{run.run_id}.parquet").sort("seq", "block_index")
+        first = ev.group_by("seq", maintain_order=True).agg(
+            pl.col("raw").first(), pl.col("raw_encoding").first()
+        )
+        kept = [base64.b64decode(r) if e == "base64" else r.encode() for _, r, e in first.rows()]
+        assert kept == out
+        assert first["raw_encoding"].to_list() == [None] * (len(out) - 1) + ["base64"]
+        texts = ev.filter(pl.col("block_type") == "text")["text"].to_list()
+        assert any(t.endswith(odd) for t in texts)
+        results = ev.filter(pl.col("block_type") == "tool_result")["text"].to_list()
+        assert results and all(t.endswith("\ufffd") for t in results)
