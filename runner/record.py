@@ -7,6 +7,7 @@ import datetime as dt
 import functools
 import hashlib
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -24,8 +25,10 @@ from evalb.schema import SCHEMA_VERSION, RunRecord
 from evalb.transcript import TranscriptSummary
 from runner import artifacts
 from runner.client import SessionResult, run_session
-from runner.confine import confine_command
-from runner.environment import client_env
+from runner.confine import confine_command, install_dir
+from runner.credproxy import CredentialProxy
+from runner.environment import client_env, proxy_route
+from runner.limits import Limits, RepGuard
 from runner.scripted.policies import RepContext, parse_model
 from runner.scripted.server import Fault, ModelServer
 
@@ -42,6 +45,8 @@ class RecordOptions:
     keep_sandboxes: bool = False
     max_api_retries: int = 6
     faults: list[Fault] = field(default_factory=list)  # injected into scripted reps (hardening tests)
+    limits: Limits = field(default_factory=Limits)
+    credentials: str = "proxy"  # proxy: the client holds a dummy key (runner.credproxy); env: the real one
 
     def timeout_for(self, model: str) -> float:
         if self.timeout is not None:
@@ -134,11 +139,21 @@ def record_rep(
     sandbox_dir, home = work / "sandbox", work / "home"
     home.mkdir()
     base_url = None
+    proxy: CredentialProxy | None = None
+    guard = RepGuard(options.limits, confined=options.confine)
     try:
         sandbox.build_sandbox(variant.id, sandbox_dir, plugin_dir=options.plugin_dir)
         if ctx is not None and server is not None:
             base_url = server.register(ctx, [Fault(**{**f.__dict__, "hits": 0}) for f in options.faults])
-        env, cred_note = client_env(home, base_url=base_url, max_api_retries=options.max_api_retries)
+        route = proxy_route(base_url, os.environ) if options.credentials == "proxy" else None
+        if route is not None:
+            proxy = CredentialProxy(route[0], route[1]).start()
+        env, cred_note = client_env(
+            home,
+            base_url=base_url,
+            max_api_retries=options.max_api_retries,
+            proxy=(proxy.url, route[2]) if proxy is not None and route is not None else None,
+        )
         cmd = [
             str(options.client),
             "-p",
@@ -154,19 +169,27 @@ def record_rep(
             sandbox=sandbox_dir,
             home=home,
             confine=options.confine,
-            keep_visible=[options.client, options.plugin_dir],
+            keep_visible=[options.client, install_dir(options.client), options.plugin_dir],
+            tmp_size=options.limits.tmp,
         )
+        guard.open()
         run = _initial_run(scenario, variant, model, rep, attempt, options, frozen, confinement, cred_note)
+        opts = json.loads(run.options_json) | {
+            "credential_mode": "proxy" if proxy is not None else "env",
+            "limits_enforced": guard.enforced,
+        }
         run = run.model_copy(
             update={
                 "slot": slot_key(variant.id, model, plugin_hash, rep),
                 "plugin_name": plugin_name,
                 "plugin_version": plugin_version,
                 "plugin_hash": plugin_hash,
+                "options_json": json.dumps(opts, sort_keys=True, default=str),
             }
         )
         inflight = archive.begin_run(run)
         try:
+            guard.watch_tmp()
             session = run_session(
                 cmd,
                 env=env,
@@ -175,8 +198,16 @@ def record_rep(
                 timeout=options.timeout_for(model),
                 max_api_retries=options.max_api_retries,
                 stop=stop,
+                preexec=guard.preexec,
             )
             final = _final_run(run, session, options.client)
+            limit = guard.hit((sandbox_dir, home))
+            left = guard.kill_all()
+            if limit and final.outcome != "interrupted":
+                final = final.model_copy(update={"outcome": "resource_limit", "outcome_detail": limit})
+            if left:
+                opts = json.loads(final.options_json) | {"processes_killed_at_end": left}
+                final = final.model_copy(update={"options_json": json.dumps(opts, sort_keys=True)})
             if base_url and server is not None:
                 served = server.unregister(base_url)
                 base_url = None
@@ -193,6 +224,9 @@ def record_rep(
             raise
         return final
     finally:
+        guard.close()
+        if proxy is not None:
+            proxy.stop()
         if base_url and server is not None:
             server.unregister(base_url)
         if not options.keep_sandboxes:
