@@ -259,6 +259,21 @@ class RepGuard:
                     return f"file size limit ({human(lim.file_size)}) reached: {big.name} stopped at the cap"
         return None
 
+    def peaks(self) -> dict[str, int]:
+        """What the rep used at most: memory (bytes), processes/threads, /tmp (bytes)."""
+        out: dict[str, int] = {}
+        files = (
+            [("memory", self._mem, "memory.peak"), ("pids", self._pids, "pids.peak")]
+            if self._v2
+            else [("memory", self._mem, "memory.max_usage_in_bytes"), ("pids", self._pids, "pids.peak")]
+        )
+        for key, group, name in files:
+            with contextlib.suppress(OSError, ValueError, TypeError):
+                out[key] = int((group / name).read_text().split()[0])  # type: ignore[operator]
+        if self._tmp_fd is not None or self._tmp_peak:
+            out["tmp"] = self._tmp_peak
+        return out
+
     def _count(self, group: Path, key: str) -> int:
         files = (
             {"oom_kill": "memory.events", "max": "pids.events"}

@@ -202,12 +202,10 @@ def record_rep(
             )
             final = _final_run(run, session, options.client)
             limit = guard.hit((sandbox_dir, home))
-            left = guard.kill_all()
+            opts |= {"limits_peak": guard.peaks(), "processes_killed_at_end": guard.kill_all()}
+            final = final.model_copy(update={"options_json": json.dumps(opts, sort_keys=True, default=str)})
             if limit and final.outcome != "interrupted":
                 final = final.model_copy(update={"outcome": "resource_limit", "outcome_detail": limit})
-            if left:
-                opts = json.loads(final.options_json) | {"processes_killed_at_end": left}
-                final = final.model_copy(update={"options_json": json.dumps(opts, sort_keys=True)})
             if base_url and server is not None:
                 served = server.unregister(base_url)
                 base_url = None
