@@ -10,6 +10,7 @@ What the confined client sees (everything else does not exist for it):
   /opt/x/bin). Nothing of the project checkout but the client and plugin inside it: not
   scenarios/ (the answer key), not archives, not the sources;
 - writable: its own sandbox and its private HOME; a private /tmp capped at `tmp_size` bytes;
+  nothing else (the root holding the mount points is remounted read-only);
 - /dev (bwrap's minimal one), its own /proc in its own PID namespace (`--unshare-pid`): it cannot
   see or signal the recorder or read its environment; no /sys, /run, /var, /root, /home, /srv;
 - the network as it is, so the loopback model (or the credential proxy) stays reachable.
@@ -138,6 +139,8 @@ def confine_command(
         "--proc", "/proc",
         "--bind", str(sandbox), str(sandbox),
         "--bind", str(home), str(home),
+        # the new root (bwrap's tmpfs holding the mount points) read-only: no unbounded writes there
+        "--remount-ro", "/",
         "--chdir", str(sandbox),
         "--die-with-parent",
         "--new-session",

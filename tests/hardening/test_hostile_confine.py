@@ -92,6 +92,7 @@ def test_confined_rep_sees_no_project_archive_home_or_other_sandbox(
         "echo KEY=$ANTHROPIC_API_KEY; env | grep -ci -e secret -e token; echo env-done",
         "cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | grep -E '^ANTHROPIC_(API_KEY|BASE_URL)=' | sort -u",
         "ls /etc/shadow /var /run /home /srv 2>&1 | grep -c 'No such file'",
+        "touch /escape /root/escape /etc/escape /usr/escape 2>&1 | grep -c 'Read-only file system'",
     ]
     try:
         df = _grid(root, tmp_path, commands, monkeypatch)
@@ -122,6 +123,7 @@ def test_confined_rep_sees_no_project_archive_home_or_other_sandbox(
     assert all("/r/" not in line for line in env_lines), "the scripted model's per-rep URL leaked"
     assert SCRIPTED_KEY not in "".join(r)
     assert r[9].strip() == "5"
+    assert r[10].strip() == "4"  # nothing but the sandbox, HOME and /tmp is writable
     # the upstream got the real key from the proxy, never the dummy
     assert seen_keys and set(seen_keys) == {SCRIPTED_KEY}
 
