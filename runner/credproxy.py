@@ -7,7 +7,7 @@ holds the credential. Each request's head is rewritten: the client's `x-api-key`
 URL (which may carry a path, e.g. the scripted model's per-rep one), and `Connection: close` is
 asked for, so every request on a connection passes through here (one request per connection).
 The response is relayed byte for byte as it arrives (a streamed reply stays streamed; a cut
-upstream connection is cut downstream too).
+upstream connection is cut downstream too). A request must carry a content-length (the client's do).
 
 Only `/v1/...` paths are forwarded (the Messages API and its token counter); anything else gets
 403. The agent can still reach the model API through the proxy (that is the client's own path),
@@ -88,10 +88,21 @@ class CredentialProxy:
             self.refused += 1
             return _answer(client, 403, f"the evalb credential proxy forwards only {ALLOWED_PREFIX}*")
         out = [f"{method} {self.base_path}{target} {version}", f"Host: {self._host_header()}"]
+        length = 0
         for line in lines[1:]:
-            name = line.split(":", 1)[0].strip().lower()
+            name, _, value = line.partition(":")
+            name = name.strip().lower()
+            if name == "transfer-encoding":
+                return _answer(client, 411, "the evalb credential proxy needs a content-length")
+            if name == "content-length":
+                length = int(value.strip() or 0)
             if line and name not in _DROP:
                 out.append(line)
+        while len(rest) < length:  # the whole body first: then only the reply flows (TLS is one-way at a time)
+            chunk = client.recv(min(65536, length - len(rest)))
+            if not chunk:
+                return
+            rest += chunk
         out += [f"{k}: {v}" for k, v in self.headers.items()] + ["Connection: close"]
         try:
             upstream = self._connect()
@@ -133,15 +144,7 @@ def _answer(sock: socket.socket, status: int, message: str) -> None:
 
 
 def _relay(client: socket.socket, upstream: socket.socket) -> None:
-    """Copy the rest of the request up and the whole response down until the upstream closes."""
-
-    def up() -> None:
-        with contextlib.suppress(OSError):
-            while chunk := client.recv(65536):
-                upstream.sendall(chunk)
-
-    t = threading.Thread(target=up, daemon=True)
-    t.start()
+    """Copy the response down as it arrives, until the upstream closes."""
     try:
         while chunk := upstream.recv(65536):
             client.sendall(chunk)

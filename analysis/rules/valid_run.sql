@@ -9,7 +9,8 @@
 -- FAIL. A run that timed out after the model's first turn (the agent kept working) is scored as
 -- it stands. The model's first turn is a real assistant event: the client writes made-up ones
 -- (model "<synthetic>", text "API Error: ...") for API failures, and runs.reached_model (the
--- recorder's view) leaves those out, so both must agree.
+-- recorder's view) leaves those out, so both must agree. A rep that ran into a per-rep resource
+-- limit (memory, processes, /tmp, file size: runner/limits.py) is invalid too, whenever it happened.
 CREATE OR REPLACE TEMP VIEW valid_run AS
 WITH hooks AS (
     SELECT run_id,
@@ -42,6 +43,7 @@ LATERAL (SELECT CASE
     WHEN m.variant IS NULL THEN 'unknown variant ' || r.variant || ' (no scenario file defines it)'
     WHEN r.outcome = 'interrupted' THEN 'interrupted: the recorder stopped before the rep ended'
     WHEN r.outcome IN ('crashed', 'client_error') THEN r.outcome || ': ' || coalesce(r.outcome_detail, 'no detail')
+    WHEN r.outcome = 'resource_limit' THEN 'resource_limit: ' || coalesce(r.outcome_detail, 'a per-rep limit was reached')
     WHEN h.any_seq IS NULL THEN 'no SessionStart hook_response: the hook note never reached the model'
     WHEN h.ok_seq IS NULL THEN 'SessionStart hook failed (seq ' || h.any_seq || ')'
     WHEN t.first_assistant IS NULL OR NOT coalesce(r.reached_model, TRUE) THEN r.outcome || ' before the model''s first turn'

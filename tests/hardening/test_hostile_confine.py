@@ -159,6 +159,12 @@ def test_memory_past_the_limit_is_a_resource_limit(tmp_path: Path, monkeypatch: 
     assert _opts(row)["limits_enforced"]["memory"] == "1 GiB (cgroup v1)"  # type: ignore[index]
     r = _results(root)
     assert "3221225472" not in r[0] and ("rc=137" in r[0] or "Killed" in r[0] or "MemoryError" in r[0])
+    # scored INVALID with the limit as the reason: never the model's FAIL
+    from analysis.checker import score_archive
+
+    scored = score_archive(root, write=False).scores.row(0, named=True)
+    assert scored["verdict"] == "INVALID" and not scored["valid"]
+    assert "resource_limit: memory limit (1 GiB) reached" in str(scored["reasons"])
     _rerun_records_nothing_and_a_clean_rep_completes(root, tmp_path, monkeypatch, 1, limits=lim)
 
 
