@@ -200,10 +200,19 @@ class RepGuard:
                 self._sample()
 
     def _find_tmp(self, own_ns: str) -> int | None:
+        """A handle on the rep's /tmp: only once it is the capped tmpfs (while bwrap is still setting
+        up, /proc/PID/root/tmp can be the host's /tmp)."""
+        assert self.limits.tmp is not None
+        want = -(-self.limits.tmp // 4096) * 4096
         for pid in self.pids():
             with contextlib.suppress(OSError):
-                if os.readlink(f"/proc/{pid}/ns/mnt") != own_ns:
-                    return os.open(f"/proc/{pid}/root/tmp", os.O_RDONLY | os.O_DIRECTORY)
+                if os.readlink(f"/proc/{pid}/ns/mnt") == own_ns:
+                    continue
+                fd = os.open(f"/proc/{pid}/root/tmp", os.O_RDONLY | os.O_DIRECTORY)
+                st = os.fstatvfs(fd)
+                if abs(st.f_blocks * st.f_frsize - want) <= 2 * 4096:
+                    return fd
+                os.close(fd)
         return None
 
     def _sample(self) -> None:

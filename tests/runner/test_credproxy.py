@@ -116,3 +116,32 @@ def test_sizes() -> None:
     assert parse_size("none", "x") is None and parse_size("100KiB", "x") == 100 << 10
     with pytest.raises(UsageError, match="not a size"):
         parse_size("lots", "--mem-limit")
+
+
+def test_proxy_speaks_tls_to_the_upstream(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real API is https: the proxy verifies the upstream's certificate (here a self-signed one
+    made trusted through SSL_CERT_FILE) and relays the reply."""
+    import ssl
+    import subprocess
+
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    Upstream.seen = []
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Upstream)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        with CredentialProxy(f"https://127.0.0.1:{srv.server_address[1]}", {"x-api-key": "tls-key"}) as proxy:
+            status, body = _post(proxy.url, "/v1/messages", {"x-api-key": DUMMY_KEY})
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    assert status == 200 and b'{"hello": 1}' in body
+    assert Upstream.seen[0]["x-api-key"] == "tls-key" and Upstream.seen[0]["path"] == "/v1/messages"
