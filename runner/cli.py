@@ -70,6 +70,16 @@ CredOpt = Annotated[
 ]
 
 
+NetOpt = Annotated[
+    str,
+    typer.Option(
+        "--network",
+        help="open: the rep shares the host's network; api-only: no network in the rep but the model "
+        "API through the credential proxy's unix socket (needs confinement and --credentials proxy).",
+    ),
+]
+
+
 def _limits(mem: str, pids: str, tmp: str, fsize: str) -> Limits:
     p = pids.strip().lower()
     if p in ("none", "0", "off", "unlimited"):
@@ -99,6 +109,7 @@ def _options(
     max_api_retries: int = 6,
     limits: Limits | None = None,
     credentials: str = "proxy",
+    network: str = "open",
 ) -> RecordOptions:
     if not plugin_dir.is_dir():
         raise UsageError(
@@ -106,9 +117,17 @@ def _options(
         )
     if credentials not in ("proxy", "env"):
         raise UsageError(f"--credentials {credentials!r} is not a mode", hint="use proxy or env")
+    if network not in ("open", "api-only"):
+        raise UsageError(f"--network {network!r} is not a mode", hint="use open or api-only")
+    if network == "api-only" and (not confine or credentials != "proxy"):
+        raise UsageError(
+            "--network api-only needs confinement and the credential proxy",
+            hint="drop --no-confine and --credentials env, or use --network open",
+        )
     return RecordOptions(
         limits=limits or Limits(),
         credentials=credentials,
+        network=network,
         plugin_dir=plugin_dir,
         client=client or paths.client_binary(),
         timeout=timeout,
@@ -204,6 +223,7 @@ def run(
     tmp_size: TmpOpt = "512M",
     file_size_limit: FsizeOpt = "1G",
     credentials: CredOpt = "proxy",
+    network: NetOpt = "open",
 ) -> None:
     """Record SCENARIO × MODEL × reps (the spec's bin/run); rerunning skips reps already recorded."""
     opts = _options(
@@ -217,6 +237,7 @@ def run(
         max_api_retries,
         _limits(mem_limit, pids_limit, tmp_size, file_size_limit),
         credentials,
+        network,
     )
     _record(scenario.split(","), model.split(","), reps, jobs, archive, opts, results)
 
@@ -236,11 +257,12 @@ def grid(
     tmp_size: TmpOpt = "512M",
     file_size_limit: FsizeOpt = "1G",
     credentials: CredOpt = "proxy",
+    network: NetOpt = "open",
 ) -> None:
     """Record a grid described in a YAML file; resumable like `run`."""
     spec = grid_mod.load_grid_file(grid_file)
     limits = _limits(mem_limit, pids_limit, tmp_size, file_size_limit)
-    opts = _options(plugin_dir, client, timeout, confine, None, False, None, 6, limits, credentials)
+    opts = _options(plugin_dir, client, timeout, confine, None, False, None, 6, limits, credentials, network)
     _record(spec.scenarios, spec.models, spec.reps, jobs, archive, opts, results)
 
 

@@ -13,7 +13,8 @@ What the confined client sees (everything else does not exist for it):
   nothing else (the root holding the mount points is remounted read-only);
 - /dev (bwrap's minimal one), its own /proc in its own PID namespace (`--unshare-pid`): it cannot
   see or signal the recorder or read its environment; no /sys, /run, /var, /root, /home, /srv;
-- the network as it is, so the loopback model (or the credential proxy) stays reachable.
+- the network as it is, so the loopback model (or the credential proxy) stays reachable; or, with
+  `unshare_net` (`--network api-only`), none at all but the credential proxy's unix socket.
 """
 
 from __future__ import annotations
@@ -105,9 +106,12 @@ def confine_command(
     real_home: Path | None = None,
     tmp_size: int | None = None,
     path_env: str | None = None,
+    unshare_net: bool = False,
 ) -> tuple[list[str], str]:
     """Wrap `cmd` in bwrap (see the module doc). `keep_visible` are the exact paths the rep needs
-    read-only (client install, plugin). Returns (command, confinement label)."""
+    read-only (client install, plugin). `unshare_net`: no network but loopback (the API is then
+    reached through the credential proxy's unix socket, which must be in `keep_visible`).
+    Returns (command, confinement label)."""
     if not confine:
         return cmd, NO_CONFINEMENT
     bwrap = require_bwrap()
@@ -136,6 +140,7 @@ def confine_command(
         *visible,
         "--dev", "/dev",
         "--unshare-pid",
+        *(["--unshare-net"] if unshare_net else []),
         "--proc", "/proc",
         "--bind", str(sandbox), str(sandbox),
         "--bind", str(home), str(home),
@@ -147,4 +152,4 @@ def confine_command(
         "--",
         *cmd,
     ]  # fmt: skip
-    return wrapped, "bwrap"
+    return wrapped, "bwrap (no network)" if unshare_net else "bwrap"

@@ -9,6 +9,10 @@ asked for, so every request on a connection passes through here (one request per
 The response is relayed byte for byte as it arrives (a streamed reply stays streamed; a cut
 upstream connection is cut downstream too). A request must carry a content-length (the client's do).
 
+With `unix_path` it listens on that unix socket instead, for a rep confined without a network
+(`--network api-only`): the client reaches the API through `ANTHROPIC_UNIX_SOCKET`, honoured by
+2.1.197, and nothing else is reachable from inside.
+
 Only `/v1/...` paths are forwarded (the Messages API and its token counter); anything else gets
 403. The agent can still reach the model API through the proxy (that is the client's own path),
 and the network is otherwise open: see docs/runner.md, "Threat model".
@@ -17,6 +21,7 @@ and the network is otherwise open: see docs/runner.md, "Threat model".
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import socketserver
 import ssl
@@ -32,7 +37,7 @@ _MAX_HEAD = 256 * 1024
 class CredentialProxy:
     """Forward loopback requests to `upstream` (a base URL) with `headers` (the credential) added."""
 
-    def __init__(self, upstream: str, headers: dict[str, str]) -> None:
+    def __init__(self, upstream: str, headers: dict[str, str], unix_path: str | None = None) -> None:
         u = urlsplit(upstream)
         if u.scheme not in ("http", "https") or not u.hostname:
             raise ValueError(f"not an http(s) base URL: {upstream!r}")
@@ -49,15 +54,23 @@ class CredentialProxy:
             def handle(self) -> None:
                 proxy._handle(self.request)
 
-        self.server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler, bind_and_activate=False)
+        self.unix_path = unix_path
+        self.server: socketserver.ThreadingTCPServer | socketserver.ThreadingUnixStreamServer
+        if unix_path:  # for a rep without a network: only this socket is bound into it
+            self.server = socketserver.ThreadingUnixStreamServer(unix_path, Handler)
+        else:
+            self.server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler, bind_and_activate=False)
+            self.server.allow_reuse_address = True
+            self.server.server_bind()
+            self.server.server_activate()
         self.server.daemon_threads = True
-        self.server.allow_reuse_address = True
-        self.server.server_bind()
-        self.server.server_activate()
         self.thread = threading.Thread(target=self.server.serve_forever, name="evalb-credproxy", daemon=True)
 
     @property
     def url(self) -> str:
+        """The base URL for the client (with a unix socket, the client connects to that instead)."""
+        if self.unix_path:
+            return "http://localhost"
         return f"http://127.0.0.1:{self.server.server_address[1]}"
 
     def start(self) -> CredentialProxy:
@@ -67,6 +80,9 @@ class CredentialProxy:
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+        if self.unix_path:
+            with contextlib.suppress(OSError):
+                os.unlink(self.unix_path)
 
     def __enter__(self) -> CredentialProxy:
         return self.start()
@@ -111,7 +127,7 @@ class CredentialProxy:
         self.requests += 1
         with upstream:
             upstream.sendall(("\r\n".join(out) + "\r\n\r\n").encode("latin-1") + rest)
-            _relay(client, upstream)
+            _relay(client, upstream, chunk_close_delimited=self.unix_path is not None)
 
     def _host_header(self) -> str:
         default = 443 if self.scheme == "https" else 80
@@ -143,14 +159,41 @@ def _answer(sock: socket.socket, status: int, message: str) -> None:
         sock.sendall(head.encode() + body)
 
 
-def _relay(client: socket.socket, upstream: socket.socket) -> None:
-    """Copy the response down as it arrives, until the upstream closes."""
+def _relay(client: socket.socket, upstream: socket.socket, chunk_close_delimited: bool = False) -> None:
+    """Copy the response down as it arrives, until the upstream closes.
+
+    `chunk_close_delimited`: a reply whose body ends only with the connection (no content-length,
+    not chunked, as the scripted model's) is re-framed as chunked: over a unix socket the client
+    (Bun's fetch) reads such a body as empty. A cut upstream then leaves the chunked body unfinished."""
+    framed = False
     try:
-        while chunk := upstream.recv(65536):
+        first = upstream.recv(65536)
+        if chunk_close_delimited:
+            while first and b"\r\n\r\n" not in first and len(first) < _MAX_HEAD:
+                more = upstream.recv(65536)
+                if not more:
+                    break
+                first += more
+            head, sep, body = first.partition(b"\r\n\r\n")
+            names = {ln.split(b":", 1)[0].strip().lower() for ln in head.split(b"\r\n")[1:]}
+            if sep and not names & {b"content-length", b"transfer-encoding"}:
+                framed = True
+                first = head + b"\r\ntransfer-encoding: chunked\r\n\r\n" + (_chunk(body) if body else b"")
+        chunk = first
+        while chunk:
             client.sendall(chunk)
+            chunk = upstream.recv(65536)
+            if framed and chunk:
+                chunk = _chunk(chunk)
+        if framed:
+            client.sendall(b"0\r\n\r\n")
     except OSError:
         # the upstream broke: break the client's connection too (RST), never end it cleanly
         with contextlib.suppress(OSError):
             client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
     with contextlib.suppress(OSError):
         client.shutdown(socket.SHUT_RDWR)
+
+
+def _chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)

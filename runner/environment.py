@@ -99,6 +99,7 @@ def client_env(
     source: Mapping[str, str] | None = None,
     max_api_retries: int | None = None,
     proxy: tuple[str, str] | None = None,
+    unix_socket: str | None = None,
 ) -> tuple[dict[str, str], str]:
     """Environment for one rep: allow-listed variables, private HOME, and either the scripted
     model's URL (`base_url`) or the user's real credentials. Returns (env, credential note).
@@ -106,7 +107,8 @@ def client_env(
     `max_api_retries` bounds the client's own API retries (CLAUDE_CODE_MAX_RETRIES, honoured by
     2.1.197; its default is 10, with delays growing to ~40 s), so a rep that cannot reach the
     model ends by itself in seconds rather than minutes. `proxy` = (proxy URL, variable): the
-    client talks to the credential proxy and holds only `DUMMY_KEY` in that variable."""
+    client talks to the credential proxy and holds only `DUMMY_KEY` in that variable; through
+    `unix_socket` (ANTHROPIC_UNIX_SOCKET) when the rep has no network."""
     source = os.environ if source is None else source
     env = {k: source[k] for k in PASSTHROUGH if source.get(k)}
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
@@ -119,6 +121,8 @@ def client_env(
     if proxy:
         env["ANTHROPIC_BASE_URL"], var = proxy
         env[var] = DUMMY_KEY
+        if unix_socket:
+            env["ANTHROPIC_UNIX_SOCKET"] = unix_socket
         what = "scripted model" if base_url else var
         return env, f"{what} through the credential proxy (the client holds a dummy key)"
     if base_url:

@@ -47,6 +47,7 @@ class RecordOptions:
     faults: list[Fault] = field(default_factory=list)  # injected into scripted reps (hardening tests)
     limits: Limits = field(default_factory=Limits)
     credentials: str = "proxy"  # proxy: the client holds a dummy key (runner.credproxy); env: the real one
+    network: str = "open"  # api-only: no network in the rep but the proxy's unix socket (confined only)
 
     def timeout_for(self, model: str) -> float:
         if self.timeout is not None:
@@ -145,14 +146,24 @@ def record_rep(
         sandbox.build_sandbox(variant.id, sandbox_dir, plugin_dir=options.plugin_dir)
         if ctx is not None and server is not None:
             base_url = server.register(ctx, [Fault(**{**f.__dict__, "hits": 0}) for f in options.faults])
-        route = proxy_route(base_url, os.environ) if options.credentials == "proxy" else None
+        no_net = options.network == "api-only"
+        route = proxy_route(base_url, os.environ) if options.credentials == "proxy" or no_net else None
+        if no_net and (route is None or not options.confine):
+            raise UsageError(
+                "--network api-only needs a confined rep and a credential the proxy can carry",
+                hint="drop --no-confine; Bedrock/Vertex credentials cannot go through the proxy",
+            )
+        sock = work / "api" / "proxy.sock"
+        if no_net:
+            sock.parent.mkdir()
         if route is not None:
-            proxy = CredentialProxy(route[0], route[1]).start()
+            proxy = CredentialProxy(route[0], route[1], unix_path=str(sock) if no_net else None).start()
         env, cred_note = client_env(
             home,
             base_url=base_url,
             max_api_retries=options.max_api_retries,
             proxy=(proxy.url, route[2]) if proxy is not None and route is not None else None,
+            unix_socket=str(sock) if no_net else None,
         )
         cmd = [
             str(options.client),
@@ -169,13 +180,16 @@ def record_rep(
             sandbox=sandbox_dir,
             home=home,
             confine=options.confine,
-            keep_visible=[options.client, install_dir(options.client), options.plugin_dir],
+            keep_visible=[options.client, install_dir(options.client), options.plugin_dir]
+            + ([sock.parent] if no_net else []),
             tmp_size=options.limits.tmp,
+            unshare_net=no_net,
         )
         guard.open()
         run = _initial_run(scenario, variant, model, rep, attempt, options, frozen, confinement, cred_note)
         opts = json.loads(run.options_json) | {
             "credential_mode": "proxy" if proxy is not None else "env",
+            "network": options.network,
             "limits_enforced": guard.enforced,
         }
         run = run.model_copy(

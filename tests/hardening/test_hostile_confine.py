@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import tempfile
 import time
 import uuid
@@ -215,3 +216,34 @@ def test_unconfined_rep_leaves_no_process_behind(tmp_path: Path, monkeypatch: py
     assert _opts(row)["processes_killed_at_end"] >= 1  # type: ignore[operator]
     assert procs_with(f"sleep {marker}") == []
     assert os.path.isdir("/proc/self")  # the check above looked at a real /proc
+
+
+def test_api_only_network_reaches_the_model_and_nothing_else(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--network api-only: the rep completes through the proxy's unix socket; no name resolution,
+    no route out, and not even the host's loopback (where the model server and the TCP proxies
+    listen) is reachable."""
+    root = tmp_path / "archive"
+    probe = (
+        "python3 -c \"import socket,sys\nfor a in [('127.0.0.1', int(sys.argv[1])), ('93.184.215.14', 80)]:\n"
+        "    try: socket.create_connection(a, timeout=3); print('CONNECTED', a)\n"
+        "    except OSError as e: print('refused', a[1], type(e).__name__)\" "
+    )
+    listener = socket.create_server(("127.0.0.1", 0))  # a service on the host's loopback
+    port = listener.getsockname()[1]
+    df = _grid(
+        root, tmp_path,
+        ["getent hosts example.com || echo no-dns", "ls /sys/class/net 2>/dev/null; cat /proc/net/dev | tail -n +3 | cut -d: -f1",
+         f"{probe} {port}", "echo KEY=$ANTHROPIC_API_KEY"],
+        monkeypatch, network="api-only",
+    )  # fmt: skip
+    listener.close()
+    row = df.row(0, named=True)
+    assert row["outcome"] == "completed" and row["confinement"] == "bwrap (no network)"
+    assert _opts(row)["network"] == "api-only" and _opts(row)["credential_mode"] == "proxy"
+    r = _results(root)
+    assert "no-dns" in r[0]
+    assert r[1].split() == ["lo"]
+    assert "CONNECTED" not in r[2] and r[2].count("refused") == 2
+    assert f"KEY={DUMMY_KEY}" in r[3]
