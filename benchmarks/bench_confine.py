@@ -26,7 +26,9 @@ from runner.record import RecordOptions, identity, record_rep
 from runner.scripted.server import ModelServer
 
 
-def timed(server: ModelServer, opts: RecordOptions, archive: Archive, rep: int, model: str) -> tuple[float, dict]:
+def timed(
+    server: ModelServer, opts: RecordOptions, archive: Archive, rep: int, model: str
+) -> tuple[float, dict]:
     archive.ensure()
     ident = identity(opts)
     t0 = time.perf_counter()

@@ -94,7 +94,9 @@ def run_session(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
-        preexec_fn=_die_with_parent if preexec is None else lambda: (_die_with_parent(), preexec()),
+        preexec_fn=_die_with_parent
+        if preexec is None
+        else lambda: [f() for f in (_die_with_parent, preexec)],
     )
     assert proc.stdout is not None and proc.stderr is not None
     stderr_chunks: list[bytes] = []

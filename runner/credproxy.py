@@ -21,6 +21,7 @@ and the network is otherwise open: see docs/runner.md, "Threat model".
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 import socketserver
@@ -71,7 +72,7 @@ class CredentialProxy:
         """The base URL for the client (with a unix socket, the client connects to that instead)."""
         if self.unix_path:
             return "http://localhost"
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
+        return f"http://127.0.0.1:{self.server.server_address[1]}"  # type: ignore[index]
 
     def start(self) -> CredentialProxy:
         self.thread.start()
@@ -114,7 +115,8 @@ class CredentialProxy:
                 length = int(value.strip() or 0)
             if line and name not in _DROP:
                 out.append(line)
-        while len(rest) < length:  # the whole body first: then only the reply flows (TLS is one-way at a time)
+        # the whole body first: then only the reply flows (a TLS socket is used one way at a time)
+        while len(rest) < length:
             chunk = client.recv(min(65536, length - len(rest)))
             if not chunk:
                 return
@@ -153,7 +155,7 @@ def _read_head(sock: socket.socket) -> tuple[bytes | None, bytes]:
 
 
 def _answer(sock: socket.socket, status: int, message: str) -> None:
-    body = ('{"type":"error","error":{"type":"proxy_error","message":"%s"}}' % message).encode()
+    body = json.dumps({"type": "error", "error": {"type": "proxy_error", "message": message}}).encode()
     head = f"HTTP/1.1 {status} evalb\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\nconnection: close\r\n\r\n"
     with contextlib.suppress(OSError):
         sock.sendall(head.encode() + body)

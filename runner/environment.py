@@ -88,7 +88,11 @@ def proxy_route(base_url: str | None, source: Mapping[str, str]) -> tuple[str, d
     if any(source.get(switch) for switch in PROVIDERS):
         return None
     name = next(n for n in CREDENTIALS if n in creds)
-    header = {"x-api-key": creds[name]} if name == "ANTHROPIC_API_KEY" else {"authorization": f"Bearer {creds[name]}"}
+    header = (
+        {"x-api-key": creds[name]}
+        if name == "ANTHROPIC_API_KEY"
+        else {"authorization": f"Bearer {creds[name]}"}
+    )
     return source.get("ANTHROPIC_BASE_URL") or DEFAULT_API, header, name
 
 

@@ -121,13 +121,17 @@ class RepGuard:
                 self._rlimits.append((resource.RLIMIT_NPROC, lim.pids))
                 self.enforced["pids"] = f"{lim.pids} (RLIMIT_NPROC, counts all the user's processes)"
             else:
-                self.enforced["pids"] = "not enforced (no writable pids cgroup; RLIMIT_NPROC does not bind root)"
+                self.enforced["pids"] = (
+                    "not enforced (no writable pids cgroup; RLIMIT_NPROC does not bind root)"
+                )
         if lim.file_size is not None:
             self._rlimits.append((resource.RLIMIT_FSIZE, lim.file_size))
             self.enforced["file_size"] = f"{human(lim.file_size)} (RLIMIT_FSIZE)"
         if lim.tmp is not None:
             self.enforced["tmp"] = (
-                f"{human(lim.tmp)} (private tmpfs)" if self.confined else "not enforced (unconfined: host /tmp)"
+                f"{human(lim.tmp)} (private tmpfs)"
+                if self.confined
+                else "not enforced (unconfined: host /tmp)"
             )
         self.enforced["kill"] = "cgroup" if self.groups else "process group"
         return self

@@ -120,7 +120,10 @@ def test_confined_rep_sees_no_project_archive_home_or_other_sandbox(
     assert f"KEY={DUMMY_KEY}" in r[7] and "\n0\n" in f"\n{r[7]}"
     env_lines = set(r[8].split())
     assert f"ANTHROPIC_API_KEY={DUMMY_KEY}" in env_lines
-    assert all(line.startswith(("ANTHROPIC_API_KEY=evalb", "ANTHROPIC_BASE_URL=http://127.0.0.1:")) for line in env_lines)
+    assert all(
+        line.startswith(("ANTHROPIC_API_KEY=evalb", "ANTHROPIC_BASE_URL=http://127.0.0.1:"))
+        for line in env_lines
+    )
     assert all("/r/" not in line for line in env_lines), "the scripted model's per-rep URL leaked"
     assert SCRIPTED_KEY not in "".join(r)
     assert r[9].strip() == "5"
@@ -144,7 +147,9 @@ def test_tmp_fill_stops_at_the_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert len(r) == 2 and all("No space left on device" in t or "ENOSPC" in t for t in r)
     assert [_opts(row)["limits_peak"]["tmp"] for row in df.iter_rows(named=True)] == [16 << 20] * 2  # type: ignore[index]
     print(f"2 reps filling a 16 MiB /tmp: {elapsed:.1f} s")
-    _rerun_records_nothing_and_a_clean_rep_completes(root, tmp_path, monkeypatch, 2, limits=Limits(tmp=16 << 20))
+    _rerun_records_nothing_and_a_clean_rep_completes(
+        root, tmp_path, monkeypatch, 2, limits=Limits(tmp=16 << 20)
+    )
 
 
 def test_memory_past_the_limit_is_a_resource_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -173,10 +178,10 @@ def test_fork_loop_is_bounded_by_the_process_limit(tmp_path: Path, monkeypatch: 
     root = tmp_path / "archive"
     lim = Limits(pids=128)
     loop = (
-        "python3 -c \"import subprocess as s\nps = []\nfor i in range(2000):\n"
+        'python3 -c "import subprocess as s\nps = []\nfor i in range(2000):\n'
         "    try: ps.append(s.Popen(['sleep', '30'], stdout=s.DEVNULL, stderr=s.DEVNULL))\n"
         "    except OSError as e: print('refused after', i, type(e).__name__); break\n"
-        "[p.kill() for p in ps]\""
+        '[p.kill() for p in ps]"'
     )
     df = _grid(root, tmp_path, [loop], monkeypatch, limits=lim)
     row = df.row(0, named=True)

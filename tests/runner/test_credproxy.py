@@ -9,6 +9,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -22,7 +23,7 @@ from runner.limits import parse_size
 
 class Upstream(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    seen: list[dict[str, str]] = []
+    seen: ClassVar[list[dict[str, str]]] = []
 
     def log_message(self, *a: object) -> None:
         pass
@@ -61,7 +62,9 @@ def _post(url: str, path: str, headers: dict[str, str]) -> tuple[int, bytes]:
 def test_proxy_swaps_the_key_and_streams_the_reply(upstream: str) -> None:
     with CredentialProxy(upstream, {"x-api-key": "real-key"}) as proxy:
         for _ in range(2):
-            status, body = _post(proxy.url, "/v1/messages?beta=true", {"x-api-key": DUMMY_KEY, "authorization": "Bearer x"})
+            status, body = _post(
+                proxy.url, "/v1/messages?beta=true", {"x-api-key": DUMMY_KEY, "authorization": "Bearer x"}
+            )
             assert status == 200 and body == b'event: a\n\n{"hello": 1}event: z\n\n'
         assert proxy.requests == 2
     assert [s["path"] for s in Upstream.seen] == ["/r/abc/v1/messages?beta=true"] * 2
@@ -85,7 +88,11 @@ def test_unreachable_upstream_is_a_502() -> None:
 
 
 def test_route_per_credential_kind() -> None:
-    assert proxy_route(None, {"ANTHROPIC_API_KEY": "sk"}) == (DEFAULT_API, {"x-api-key": "sk"}, "ANTHROPIC_API_KEY")
+    assert proxy_route(None, {"ANTHROPIC_API_KEY": "sk"}) == (
+        DEFAULT_API,
+        {"x-api-key": "sk"},
+        "ANTHROPIC_API_KEY",
+    )
     assert proxy_route(None, {"CLAUDE_CODE_OAUTH_TOKEN": "o", "ANTHROPIC_BASE_URL": "https://gw"}) == (
         "https://gw",
         {"authorization": "Bearer o"},
@@ -95,7 +102,10 @@ def test_route_per_credential_kind() -> None:
     with pytest.raises(ClientError, match="no credentials"):
         proxy_route(None, {})
     env, note = client_env(
-        Path("/h"), base_url=None, source={"ANTHROPIC_API_KEY": "sk-real"}, proxy=("http://127.0.0.1:1", "ANTHROPIC_API_KEY")
+        Path("/h"),
+        base_url=None,
+        source={"ANTHROPIC_API_KEY": "sk-real"},
+        proxy=("http://127.0.0.1:1", "ANTHROPIC_API_KEY"),
     )
     assert env["ANTHROPIC_API_KEY"] == DUMMY_KEY and "sk-real" not in json.dumps(env)
     assert "credential proxy" in note
