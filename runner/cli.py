@@ -88,8 +88,10 @@ def _limits(mem: str, pids: str, tmp: str, fsize: str) -> Limits:
         n = int(p)
     else:
         raise UsageError(f"--pids-limit {pids!r} is not a number", hint="write e.g. 512, or none")
-    if n is not None and n < 16:
-        raise UsageError(f"--pids-limit {n} is too small for the client", hint="give at least 16")
+    if n is not None and n < 64:
+        raise UsageError(
+            f"--pids-limit {n} is too small for the client (~25 tasks by itself)", hint="give at least 64"
+        )
     return Limits(
         memory=parse_size(mem, "--mem-limit"),
         pids=n,

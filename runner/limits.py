@@ -140,6 +140,7 @@ class RepGuard:
         parent = _own_cgroup(controller)
         if parent is None:
             return None
+        _sweep(parent)
         path = parent / name
         try:
             path.mkdir()
@@ -329,6 +330,16 @@ class RepGuard:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _sweep(parent: Path, age: float = 60.0) -> None:
+    """Remove empty `evalb-*` groups left by a recorder that was killed (older than `age` seconds:
+    a younger one may be a rep's whose client has not joined it yet; a busy one cannot be removed)."""
+    with contextlib.suppress(OSError):
+        for g in parent.glob("evalb-*"):
+            with contextlib.suppress(OSError):
+                if time.time() - g.stat().st_mtime > age and not (g / "cgroup.procs").read_text().strip():
+                    g.rmdir()
 
 
 def _file_at(root: Path, size: int, budget: int = 20000) -> Path | None:
