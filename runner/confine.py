@@ -6,8 +6,8 @@ What the confined client sees (everything else does not exist for it):
   the dynamic loader's cache, alternatives, time zone; not shadow, ssh or machine secrets);
 - read-only, each exact path: the client's install directory, the plugin, and the toolchains on
   PATH (a PATH entry under the real HOME binds that HOME's top-level entry, e.g. ~/.pyenv, since
-  pyenv's shims need their neighbours; one elsewhere binds the entry's parent, e.g. /opt/x for
-  /opt/x/bin). Nothing of the project checkout but the client and plugin inside it: not
+  pyenv's shims need their neighbours, but ~/.local/bin binds only itself and ~/.local/lib; one
+  elsewhere binds the entry's parent, e.g. /opt/x for /opt/x/bin). Nothing of the project checkout but the client and plugin inside it: not
   scenarios/ (the answer key), not archives, not the sources;
 - writable: its own sandbox and its private HOME; a private /tmp capped at `tmp_size` bytes;
   nothing else (the root holding the mount points is remounted read-only);
@@ -84,6 +84,9 @@ def visible_paths(
             continue
         if real_home != Path("/") and real_home in real.parents:
             bind = real_home / real.relative_to(real_home).parts[0]
+            if bind.name == ".local":  # ~/.local/share holds other programs' data (keyrings, logins)
+                out += [p for p in (real_home / ".local" / "lib",) if p.is_dir()]
+                bind = real
         else:
             bind = real.parent if real.name == "bin" else real
         if any(_inside(bind, h) or _inside(h, bind) for h in hidden):

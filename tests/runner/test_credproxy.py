@@ -121,6 +121,14 @@ def test_checkout_toolchains_are_never_bound(tmp_path: Path) -> None:
     assert got == [outside.parent]
 
 
+def test_home_toolchains_bind_their_top_entry_but_never_local_share(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    for d in (".pyenv/shims", ".local/bin", ".local/lib/python3.11", ".local/share/keyrings"):
+        (home / d).mkdir(parents=True)
+    got = visible_paths([], f"{home}/.pyenv/shims:{home}/.local/bin", home)
+    assert sorted(got) == sorted([home / ".pyenv", home / ".local/bin", home / ".local/lib"])
+
+
 def test_sizes() -> None:
     assert parse_size("4G", "x") == 4 << 30 and parse_size("512m", "x") == 512 << 20
     assert parse_size("none", "x") is None and parse_size("100KiB", "x") == 100 << 10
