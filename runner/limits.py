@@ -154,7 +154,10 @@ class RepGuard:
         if group is None:
             return
         self._v2 = True
-        ctrls = (group / "cgroup.controllers").read_text().split() if group.exists() else []
+        try:
+            ctrls = (group / "cgroup.controllers").read_text().split()
+        except OSError:
+            ctrls = []
         self._mem = group if "memory" in ctrls else None
         self._pids = group if "pids" in ctrls else None
 
