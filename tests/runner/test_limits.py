@@ -54,3 +54,22 @@ def _cmd(pid: str) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
     except OSError:
         return ""
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--mem-limit", "lots"], "error: --mem-limit 'lots' is not a size"),
+        (["--pids-limit", "10"], "error: --pids-limit 10 is too small for the client"),
+        (["--credentials", "file"], "error: --credentials 'file' is not a mode"),
+        (["--network", "api-only", "--no-confine"], "error: --network api-only needs confinement"),
+    ],
+)
+def test_bad_limit_options_refuse_in_one_line(tmp_path: Path, args: list[str], said: str) -> None:
+    from tests.hardening.helpers import run_recorder
+
+    archive = tmp_path / "archive"
+    res = run_recorder("run", "R1", "scripted:oracle", "--archive", archive, *args, timeout=60)
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode != 0 and len(lines) == 1 and lines[0].startswith(said), res.stderr
+    assert not archive.exists()
