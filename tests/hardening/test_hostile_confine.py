@@ -221,6 +221,7 @@ def test_unconfined_rep_leaves_no_process_behind(tmp_path: Path, monkeypatch: py
     assert _opts(row)["processes_killed_at_end"] >= 1  # type: ignore[operator]
     assert procs_with(f"sleep {marker}") == []
     assert os.path.isdir("/proc/self")  # the check above looked at a real /proc
+    _rerun_records_nothing_and_a_clean_rep_completes(root, tmp_path, monkeypatch, 1, confine=False)
 
 
 def test_api_only_network_reaches_the_model_and_nothing_else(
