@@ -44,7 +44,7 @@ class RunRecord(Record):
     ended_at: dt.datetime | None = Field(description="When the client ended (UTC); null if interrupted.")
     duration_ms: int | None = Field(description="Wall time of the session in milliseconds.")
     exit_code: int | None = Field(description="Client exit status; negative = killed by that signal.")
-    outcome: str = Field(description="completed | timeout | crashed | client_error | interrupted.")
+    outcome: str = Field(description="completed, timeout, crashed, client_error, interrupted, resource_limit")
     outcome_detail: str = Field(description="One line on why the outcome is what it is.")
     reached_model: bool = Field(description="Whether any assistant event arrived (the model took a turn).")
     hook_seen: bool = Field(description="Whether a SessionStart system/hook_response event was seen.")

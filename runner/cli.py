@@ -19,6 +19,7 @@ from evalb.errors import HarnessError, UsageError
 from evalb.schema import RunRecord
 from runner import grid as grid_mod
 from runner.importer import import_transcript
+from runner.limits import Limits, parse_size
 from runner.record import RecordOptions
 from runner.scripted.server import parse_fault
 
@@ -68,6 +69,54 @@ def refuse_inside_inputs(option: str, path: Path | None, plugin_dir: Path | None
             raise UsageError(
                 f"{option} {path} is inside {what}", hint=f"choose a {option} directory outside it"
             )
+MemOpt = Annotated[
+    str, typer.Option("--mem-limit", help="Memory per rep (cgroup), e.g. 4G; 'none' for no cap.")
+]
+PidsOpt = Annotated[
+    str, typer.Option("--pids-limit", help="Processes/threads per rep (cgroup); 'none' for no cap.")
+]
+TmpOpt = Annotated[str, typer.Option("--tmp-size", help="Size of a confined rep's private /tmp, e.g. 512M.")]
+FsizeOpt = Annotated[
+    str, typer.Option("--file-size-limit", help="Largest file a rep may write (RLIMIT_FSIZE), e.g. 1G.")
+]
+CredOpt = Annotated[
+    str,
+    typer.Option(
+        "--credentials",
+        help="proxy: the client holds a dummy key and a loopback proxy adds the real one; env: the "
+        "real credential in the client's environment (readable by the agent).",
+    ),
+]
+
+
+NetOpt = Annotated[
+    str,
+    typer.Option(
+        "--network",
+        help="open: the rep shares the host's network; api-only: no network in the rep but the model "
+        "API through the credential proxy's unix socket (needs confinement and --credentials proxy).",
+    ),
+]
+
+
+def _limits(mem: str, pids: str, tmp: str, fsize: str) -> Limits:
+    p = pids.strip().lower()
+    if p in ("none", "0", "off", "unlimited"):
+        n = None
+    elif p.isdigit():
+        n = int(p)
+    else:
+        raise UsageError(f"--pids-limit {pids!r} is not a number", hint="write e.g. 512, or none")
+    if n is not None and n < 64:
+        raise UsageError(
+            f"--pids-limit {n} is too small for the client (~25 tasks by itself)", hint="give at least 64"
+        )
+    return Limits(
+        memory=parse_size(mem, "--mem-limit"),
+        pids=n,
+        tmp=parse_size(tmp, "--tmp-size"),
+        file_size=parse_size(fsize, "--file-size-limit"),
+    )
 
 
 def _options(
@@ -79,13 +128,28 @@ def _options(
     keep: bool,
     faults: list[str] | None = None,
     max_api_retries: int = 6,
+    limits: Limits | None = None,
+    credentials: str = "proxy",
+    network: str = "open",
 ) -> RecordOptions:
     if not plugin_dir.is_dir():
         raise UsageError(
             f"plugin directory {plugin_dir} does not exist", hint="pass --plugin-dir PATH to a plugin"
         )
     refuse_inside_inputs("--workdir", workdir, plugin_dir)
+    if credentials not in ("proxy", "env"):
+        raise UsageError(f"--credentials {credentials!r} is not a mode", hint="use proxy or env")
+    if network not in ("open", "api-only"):
+        raise UsageError(f"--network {network!r} is not a mode", hint="use open or api-only")
+    if network == "api-only" and (not confine or credentials != "proxy"):
+        raise UsageError(
+            "--network api-only needs confinement and the credential proxy",
+            hint="drop --no-confine and --credentials env, or use --network open",
+        )
     return RecordOptions(
+        limits=limits or Limits(),
+        credentials=credentials,
+        network=network,
         plugin_dir=plugin_dir,
         client=client or paths.client_binary(),
         timeout=timeout,
@@ -183,10 +247,26 @@ def run(
     keep_sandboxes: Annotated[bool, typer.Option(help="Keep each rep's sandbox and HOME.")] = False,
     max_api_retries: RetriesOpt = 6,
     inject_fault: FaultOpt = None,
+    mem_limit: MemOpt = "4G",
+    pids_limit: PidsOpt = "512",
+    tmp_size: TmpOpt = "512M",
+    file_size_limit: FsizeOpt = "1G",
+    credentials: CredOpt = "proxy",
+    network: NetOpt = "open",
 ) -> None:
     """Record SCENARIO × MODEL × reps (the spec's bin/run); rerunning skips reps already recorded."""
     opts = _options(
-        plugin_dir, client, timeout, confine, workdir, keep_sandboxes, inject_fault, max_api_retries
+        plugin_dir,
+        client,
+        timeout,
+        confine,
+        workdir,
+        keep_sandboxes,
+        inject_fault,
+        max_api_retries,
+        _limits(mem_limit, pids_limit, tmp_size, file_size_limit),
+        credentials,
+        network,
     )
     _record(scenario.split(","), model.split(","), reps, jobs, archive, opts, results)
 
@@ -201,10 +281,17 @@ def grid(
     client: Annotated[Path | None, typer.Option(help="Client binary.")] = None,
     timeout: Annotated[float | None, typer.Option(help="Per-rep timeout in seconds.")] = None,
     confine: Annotated[bool, typer.Option(help="Confine each rep with bubblewrap.")] = True,
+    mem_limit: MemOpt = "4G",
+    pids_limit: PidsOpt = "512",
+    tmp_size: TmpOpt = "512M",
+    file_size_limit: FsizeOpt = "1G",
+    credentials: CredOpt = "proxy",
+    network: NetOpt = "open",
 ) -> None:
     """Record a grid described in a YAML file; resumable like `run`."""
     spec = grid_mod.load_grid_file(grid_file)
-    opts = _options(plugin_dir, client, timeout, confine, None, False)
+    limits = _limits(mem_limit, pids_limit, tmp_size, file_size_limit)
+    opts = _options(plugin_dir, client, timeout, confine, None, False, None, 6, limits, credentials, network)
     _record(spec.scenarios, spec.models, spec.reps, jobs, archive, opts, results)
 
 

@@ -76,12 +76,14 @@ def run_session(
     timeout: float,
     max_api_retries: int = 6,
     stop: threading.Event | None = None,
+    preexec: Callable[[], None] | None = None,
 ) -> SessionResult:
     """Run the client to its end (or stop it), feeding each stdout line to `on_line(raw,
     raw_encoding)` as it arrives (split on b"\\n" only; see `evalb.transcript.decode_line`).
 
     `stop` (set on Ctrl-C by the grid) ends the session at once; it is then `interrupted`, with the
-    stop's `reason` if it has one (see `runner.grid.StopEvent`)."""
+    stop's `reason` if it has one (see `runner.grid.StopEvent`).
+    `preexec` runs in the child before exec (the rep's limits: runner.limits)."""
     summary = TranscriptSummary()
     stop_reason: list[str] = []
     started = dt.datetime.now(dt.UTC)
@@ -93,7 +95,9 @@ def run_session(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
-        preexec_fn=_die_with_parent,
+        preexec_fn=_die_with_parent
+        if preexec is None
+        else lambda: [f() for f in (_die_with_parent, preexec)],
     )
     assert proc.stdout is not None and proc.stderr is not None
     stderr_chunks: list[bytes] = []

@@ -1,7 +1,11 @@
-"""The client's environment: an allow-list, a throwaway HOME, and exactly the credentials it needs.
+"""The client's environment: an allow-list, a throwaway HOME, and no credential the agent can read.
 
 Nothing else from the recorder's environment reaches the session (no cloud tokens, no secrets):
-the agent runs with --dangerously-skip-permissions, so whatever it can read it may print.
+the agent runs with --dangerously-skip-permissions, so whatever it can read it may print. The
+credential itself goes to the loopback credential proxy (runner.credproxy), not to the client:
+the client holds `DUMMY_KEY` in the variable of the credential's kind and talks to the proxy,
+which adds the real header. Only provider credentials (Bedrock, Vertex: signed requests, not one
+header) and `--credentials env` put the real credential into the client's environment.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from evalb.errors import ClientError
+from runner.credproxy import DUMMY_KEY
 
 #: Passed through as they are when set: what a process needs to run, and nothing secret.
 PASSTHROUGH = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "PYENV_ROOT", "PYENV_VERSION")
@@ -70,19 +75,44 @@ def credentials_for_real_model(source: Mapping[str, str]) -> tuple[dict[str, str
     )
 
 
+DEFAULT_API = "https://api.anthropic.com"
+SCRIPTED_KEY = "scripted-model-needs-no-key"
+
+
+def proxy_route(base_url: str | None, source: Mapping[str, str]) -> tuple[str, dict[str, str], str] | None:
+    """How the credential proxy reaches the model: (upstream base URL, header it adds, the client's
+    variable for the dummy); None for provider credentials, which cannot be proxied by one header."""
+    if base_url:
+        return base_url, {"x-api-key": SCRIPTED_KEY}, "ANTHROPIC_API_KEY"
+    creds, _ = credentials_for_real_model(source)
+    if any(source.get(switch) for switch in PROVIDERS):
+        return None
+    name = next(n for n in CREDENTIALS if n in creds)
+    header = (
+        {"x-api-key": creds[name]}
+        if name == "ANTHROPIC_API_KEY"
+        else {"authorization": f"Bearer {creds[name]}"}
+    )
+    return source.get("ANTHROPIC_BASE_URL") or DEFAULT_API, header, name
+
+
 def client_env(
     home: Path,
     *,
     base_url: str | None,
     source: Mapping[str, str] | None = None,
     max_api_retries: int | None = None,
+    proxy: tuple[str, str] | None = None,
+    unix_socket: str | None = None,
 ) -> tuple[dict[str, str], str]:
     """Environment for one rep: allow-listed variables, private HOME, and either the scripted
     model's URL (`base_url`) or the user's real credentials. Returns (env, credential note).
 
     `max_api_retries` bounds the client's own API retries (CLAUDE_CODE_MAX_RETRIES, honoured by
     2.1.197; its default is 10, with delays growing to ~40 s), so a rep that cannot reach the
-    model ends by itself in seconds rather than minutes."""
+    model ends by itself in seconds rather than minutes. `proxy` = (proxy URL, variable): the
+    client talks to the credential proxy and holds only `DUMMY_KEY` in that variable; through
+    `unix_socket` (ANTHROPIC_UNIX_SOCKET) when the rep has no network."""
     source = os.environ if source is None else source
     env = {k: source[k] for k in PASSTHROUGH if source.get(k)}
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
@@ -92,9 +122,16 @@ def client_env(
     env["HOME"] = str(home)
     env["CLAUDE_CONFIG_DIR"] = str(home / ".claude")
     env["TMPDIR"] = "/tmp"
+    if proxy:
+        env["ANTHROPIC_BASE_URL"], var = proxy
+        env[var] = DUMMY_KEY
+        if unix_socket:
+            env["ANTHROPIC_UNIX_SOCKET"] = unix_socket
+        what = "scripted model" if base_url else var
+        return env, f"{what} through the credential proxy (the client holds a dummy key)"
     if base_url:
         env["ANTHROPIC_BASE_URL"] = base_url
-        env["ANTHROPIC_API_KEY"] = "scripted-model-needs-no-key"
+        env["ANTHROPIC_API_KEY"] = SCRIPTED_KEY
         return env, "scripted model (no credentials)"
     creds, note = credentials_for_real_model(source)
     env.update(creds)

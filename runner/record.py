@@ -7,6 +7,7 @@ import datetime as dt
 import functools
 import hashlib
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -24,8 +25,10 @@ from evalb.schema import SCHEMA_VERSION, RunRecord
 from evalb.transcript import TranscriptSummary
 from runner import artifacts
 from runner.client import SessionResult, run_session
-from runner.confine import confine_command
-from runner.environment import client_env
+from runner.confine import confine_command, install_dir
+from runner.credproxy import CredentialProxy
+from runner.environment import client_env, proxy_route
+from runner.limits import Limits, RepGuard
 from runner.scripted.policies import RepContext, parse_model
 from runner.scripted.server import Fault, ModelServer
 
@@ -42,6 +45,9 @@ class RecordOptions:
     keep_sandboxes: bool = False
     max_api_retries: int = 6
     faults: list[Fault] = field(default_factory=list)  # injected into scripted reps (hardening tests)
+    limits: Limits = field(default_factory=Limits)
+    credentials: str = "proxy"  # proxy: the client holds a dummy key (runner.credproxy); env: the real one
+    network: str = "open"  # api-only: no network in the rep but the proxy's unix socket (confined only)
 
     def timeout_for(self, model: str) -> float:
         if self.timeout is not None:
@@ -137,13 +143,33 @@ def record_rep(
     confinement, cred_note = "n/a (the rep failed before its client started)", ""
     inflight: InflightRun | None = None
     final: RunRecord | None = None
+    proxy: CredentialProxy | None = None
+    guard = RepGuard(options.limits, confined=options.confine)
     try:
         home.mkdir()
         sandbox.build_sandbox(variant.id, sandbox_dir, plugin_dir=options.plugin_dir)
         stage = "preparing the client"
         if ctx is not None and server is not None:
             base_url = server.register(ctx, [Fault(**{**f.__dict__, "hits": 0}) for f in options.faults])
-        env, cred_note = client_env(home, base_url=base_url, max_api_retries=options.max_api_retries)
+        no_net = options.network == "api-only"
+        route = proxy_route(base_url, os.environ) if options.credentials == "proxy" or no_net else None
+        if no_net and (route is None or not options.confine):
+            raise UsageError(
+                "--network api-only needs a confined rep and a credential the proxy can carry",
+                hint="drop --no-confine; Bedrock/Vertex credentials cannot go through the proxy",
+            )
+        sock = work / "api" / "proxy.sock"
+        if no_net:
+            sock.parent.mkdir()
+        if route is not None:
+            proxy = CredentialProxy(route[0], route[1], unix_path=str(sock) if no_net else None).start()
+        env, cred_note = client_env(
+            home,
+            base_url=base_url,
+            max_api_retries=options.max_api_retries,
+            proxy=(proxy.url, route[2]) if proxy is not None and route is not None else None,
+            unix_socket=str(sock) if no_net else None,
+        )
         cmd = [
             str(options.client),
             "-p",
@@ -159,12 +185,23 @@ def record_rep(
             sandbox=sandbox_dir,
             home=home,
             confine=options.confine,
-            keep_visible=[options.client, options.plugin_dir],
+            keep_visible=[options.client, install_dir(options.client), options.plugin_dir]
+            + ([sock.parent] if no_net else []),
+            tmp_size=options.limits.tmp,
+            unshare_net=no_net,
         )
+        guard.open()
         run = _run_row(scenario, variant, model, rep, attempt, options, ident, confinement, cred_note)
+        opts = json.loads(run.options_json) | {
+            "credential_mode": "proxy" if proxy is not None else "env",
+            "network": options.network,
+            "limits_enforced": guard.enforced,
+        }
+        run = run.model_copy(update={"options_json": json.dumps(opts, sort_keys=True, default=str)})
         stage = "starting the rep's journal"
         inflight = archive.begin_run(run)
         stage = "capturing the client's output"
+        guard.watch_tmp()
         session = run_session(
             cmd,
             env=env,
@@ -173,8 +210,15 @@ def record_rep(
             timeout=options.timeout_for(model),
             max_api_retries=options.max_api_retries,
             stop=stop,
+            preexec=guard.preexec,
         )
         final = _final_run(run, session, options.client)
+        stage = "checking the rep's limits"
+        limit = guard.hit((sandbox_dir, home))
+        opts |= {"limits_peak": guard.peaks(), "processes_killed_at_end": guard.kill_all()}
+        final = final.model_copy(update={"options_json": json.dumps(opts, sort_keys=True, default=str)})
+        if limit and final.outcome != "interrupted":
+            final = final.model_copy(update={"outcome": "resource_limit", "outcome_detail": limit})
         if base_url and server is not None:
             served = server.unregister(base_url)
             base_url = None
@@ -206,6 +250,9 @@ def record_rep(
             inflight.interrupt(f"the recorder was stopped ({why}) during the rep; lines kept")
         raise
     finally:
+        guard.close()
+        if proxy is not None:
+            proxy.stop()
         if base_url and server is not None:
             with contextlib.suppress(Exception):
                 server.unregister(base_url)

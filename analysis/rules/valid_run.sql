@@ -11,7 +11,8 @@
 -- FAIL. A run that timed out after the model's first turn (the agent kept working) is scored as
 -- it stands. The model's first turn is a real assistant event: the client writes made-up ones
 -- (model "<synthetic>", text "API Error: ...") for API failures, and runs.reached_model (the
--- recorder's view) leaves those out, so both must agree.
+-- recorder's view) leaves those out, so both must agree. A rep that ran into a per-rep resource
+-- limit (memory, processes, /tmp, file size: runner/limits.py) is invalid too, whenever it happened.
 CREATE OR REPLACE TEMP VIEW valid_run AS
 WITH hook_lines AS (
     -- The plugin's note: a successful SessionStart hook_response whose context carries the marker the
@@ -60,6 +61,7 @@ LEFT JOIN turns t ON t.run_id = r.run_id,
 LATERAL (SELECT CASE
     WHEN m.variant IS NULL THEN 'unknown variant ' || r.variant || ' (no scenario file defines it)'
     WHEN r.outcome = 'interrupted' THEN 'interrupted: the recorder stopped before the rep ended'
+    WHEN r.outcome = 'resource_limit' THEN 'resource_limit: ' || coalesce(r.outcome_detail, 'a per-rep limit was reached')
     WHEN r.outcome NOT IN ('completed', 'timeout') THEN r.outcome || ': ' || coalesce(r.outcome_detail, 'no detail')
     WHEN h.any_seq IS NULL THEN 'no SessionStart hook_response: the hook note never reached the model'
     WHEN h.ok_seq IS NULL AND h.failed_seq IS NOT NULL THEN 'SessionStart hook failed (seq ' || h.failed_seq || ')'
