@@ -69,6 +69,8 @@ def refuse_inside_inputs(option: str, path: Path | None, plugin_dir: Path | None
             raise UsageError(
                 f"{option} {path} is inside {what}", hint=f"choose a {option} directory outside it"
             )
+
+
 MemOpt = Annotated[
     str, typer.Option("--mem-limit", help="Memory per rep (cgroup), e.g. 4G; 'none' for no cap.")
 ]
