@@ -22,7 +22,7 @@ from evalb.errors import ClientError, UsageError
 from evalb.scenarios import Scenario, Variant, resolve_variant
 from evalb.schema import SCHEMA_VERSION, RunRecord
 from evalb.transcript import TranscriptSummary
-from runner import artifacts
+from runner import capture
 from runner.client import SessionResult, run_session
 from runner.confine import confine_command
 from runner.environment import client_env
@@ -135,7 +135,7 @@ def record_rep(
     home.mkdir()
     base_url = None
     try:
-        sandbox.build_sandbox(variant.id, sandbox_dir, plugin_dir=options.plugin_dir)
+        built = sandbox.build_sandbox(variant.id, sandbox_dir, plugin_dir=options.plugin_dir)
         if ctx is not None and server is not None:
             base_url = server.register(ctx, [Fault(**{**f.__dict__, "hits": 0}) for f in options.faults])
         env, cred_note = client_env(home, base_url=base_url, max_api_retries=options.max_api_retries)
@@ -183,7 +183,8 @@ def record_rep(
                 if options.faults:
                     opts = json.loads(final.options_json) | {"faults_served": served}
                     final = final.model_copy(update={"options_json": json.dumps(opts, sort_keys=True)})
-            inflight.commit(final, artifacts.collect(run.run_id, sandbox_dir))
+            end = capture.collect(run.run_id, sandbox_dir, built.initial_tree)
+            inflight.commit(final.model_copy(update={"capture_json": end.summary_json()}), end.rows)
         except BaseException:
             # Ctrl-C, or anything unforeseen: never leave the rep in flight; commit what it had,
             # as interrupted, at once (best effort: on a full disk the journal waits for recovery).
