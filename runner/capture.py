@@ -108,6 +108,7 @@ class _Walk:
     truncated: bool = False
     content_bytes: int = 0
     hashed_bytes: int = 0
+    compared_bytes: int = 0  # hashed to compare with the initial tree: not charged to max_run_hash
     git: str = "absent"
 
     def cap(self, name: str, n: int = 1) -> None:
@@ -178,7 +179,8 @@ class _Walk:
         same_shape = init is not None and init.kind == "file" and init.size == size and init.mode == mode
         flags: list[str] = []
         # A same-size file of the initial tree is always hashed (bounded by the fixture's size).
-        hash_ok = same_shape or (size <= lim.max_file_hash and self.hashed_bytes + size <= lim.max_run_hash)
+        charged = self.hashed_bytes - self.compared_bytes
+        hash_ok = same_shape or (size <= lim.max_file_hash and charged + size <= lim.max_run_hash)
         if not hash_ok:
             self.cap("max_file_hash" if size > lim.max_file_hash else "max_run_hash")
             flags.append("hash_cap")
@@ -187,8 +189,11 @@ class _Walk:
             flags.append("hardlink")  # may be a file outside the sandbox: its text is never kept
         digest, data = None, None
         if hash_ok:
+            before = self.hashed_bytes
             digest, data, read_flags = self.read(dir_fd, name, st, keep=want_text)
             flags += read_flags
+            if same_shape:
+                self.compared_bytes += self.hashed_bytes - before
         if same_shape and digest is not None and digest == init.sha256:  # type: ignore[union-attr]
             return
         content = None
