@@ -397,7 +397,8 @@ def _perfect_write(sc: Scenario, adrs: dict[str, tuple[str, str]]) -> Fabricated
     text = f"Done. I made the change and recorded the decision as ADR-{number} ({path})."
     b.text(text).result(text)
     return Fabricated(
-        b.lines, [SandboxFile(sc.policy.touch_file, "modified", "# changed\n"), SandboxFile(path, "added", body)]
+        b.lines,
+        [SandboxFile(sc.policy.touch_file, "modified", "# changed\n"), SandboxFile(path, "added", body)],
     )
 
 

@@ -91,9 +91,7 @@ def add_missing_columns(root: Path, table: str) -> int:
                 kind=pl.when(kind == "deleted").then(pl.lit("file")).otherwise(kind),
             )
             missing.remove("change")
-        df = df.with_columns(
-            pl.Series(c, [_default(table, c)] * df.height, dtype=schema[c]) for c in missing
-        )
+        df = df.with_columns(pl.Series(c, [_default(table, c)] * df.height, dtype=schema[c]) for c in missing)
         extra = [c for c in df.columns if c not in schema]
         write_parquet_atomic(df.select(*schema, *extra), path)
         rewritten += 1

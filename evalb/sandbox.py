@@ -11,6 +11,7 @@ without trusting anything inside the sandbox (its `.git` included): the agent ow
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -205,3 +206,18 @@ def build_sandbox(
         seconds=round(time.perf_counter() - start, 3),
         initial_tree=tree,
     )
+
+
+def remove_tree(path: Path) -> None:
+    """Delete a sandbox (or its work directory) whatever the agent left in it, never following a link;
+    best effort, never raises. `shutil.rmtree` recurses once per level and fails on a tree deeper than
+    Python's recursion limit (an agent can make one in a second), so `rm -rf` finishes the job then."""
+    try:
+        shutil.rmtree(path)
+        return
+    except FileNotFoundError:
+        return
+    except (OSError, RecursionError):
+        pass
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        subprocess.run(["rm", "-rf", "--", str(path)], capture_output=True, check=False, timeout=600)

@@ -13,12 +13,14 @@ recorded there, every error is recorded per entry; nothing it meets raises. docs
 from __future__ import annotations
 
 import codecs
+import contextlib
 import errno
 import hashlib
 import json
 import os
 import stat
 import time
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -109,6 +111,7 @@ class _Walk:
     content_bytes: int = 0
     hashed_bytes: int = 0
     compared_bytes: int = 0  # hashed to compare with the initial tree: not charged to max_run_hash
+    pending: list[tuple[int, str, os.stat_result, Entry | None, int]] = field(default_factory=list)
     git: str = "absent"
 
     def cap(self, name: str, n: int = 1) -> None:
@@ -173,14 +176,43 @@ class _Walk:
         self.file(dir_fd, name, rel, st, init, mode)
         return None
 
-    def file(self, dir_fd: int, name: str, rel: str, st: os.stat_result, init: Entry | None, mode: int) -> None:
+    def file(
+        self, dir_fd: int, name: str, rel: str, st: os.stat_result, init: Entry | None, mode: int
+    ) -> None:
+        """A regular file: compared with the initial tree at once when it has the same size and mode
+        (cheap: bounded by the fixture's size); otherwise queued for `read_pending`."""
+        if init is not None and init.kind == "file" and init.size == st.st_size and init.mode == mode:
+            before = self.hashed_bytes
+            digest, _, _ = self.read(dir_fd, name, st, keep=False)
+            self.compared_bytes += self.hashed_bytes - before
+            if digest is not None and digest == init.sha256:
+                return
+        self.pending.append((st.st_size, rel, st, init, mode))
+
+    def read_pending(self, root_fd: int) -> None:
+        """Read the queued files smallest first, so that big files (or many) cannot push the small
+        ones, such as a new ADR, past the run's caps."""
+        dirs = _Dirs(root_fd)
+        try:
+            for _, rel, st, init, mode in sorted(self.pending, key=lambda p: (p[0], p[1])):
+                try:
+                    dir_fd, name = dirs.parent(rel)
+                    self.finish(dir_fd, name, rel, st, init, mode)
+                except Exception as e:  # one entry never stops the capture
+                    change = "unseen" if rel in self.initial else "added"
+                    self.row(rel, "unknown", change, [self.error(rel, e)])
+        finally:
+            dirs.close()
+
+    def finish(
+        self, dir_fd: int, name: str, rel: str, st: os.stat_result, init: Entry | None, mode: int
+    ) -> None:
+        """Hash a changed or new file and keep its text, within the caps; one row."""
         lim = self.limits
         size = st.st_size
-        same_shape = init is not None and init.kind == "file" and init.size == size and init.mode == mode
         flags: list[str] = []
-        # A same-size file of the initial tree is always hashed (bounded by the fixture's size).
         charged = self.hashed_bytes - self.compared_bytes
-        hash_ok = same_shape or (size <= lim.max_file_hash and charged + size <= lim.max_run_hash)
+        hash_ok = size <= lim.max_file_hash and charged + size <= lim.max_run_hash
         if not hash_ok:
             self.cap("max_file_hash" if size > lim.max_file_hash else "max_run_hash")
             flags.append("hash_cap")
@@ -189,13 +221,8 @@ class _Walk:
             flags.append("hardlink")  # may be a file outside the sandbox: its text is never kept
         digest, data = None, None
         if hash_ok:
-            before = self.hashed_bytes
             digest, data, read_flags = self.read(dir_fd, name, st, keep=want_text)
             flags += read_flags
-            if same_shape:
-                self.compared_bytes += self.hashed_bytes - before
-        if same_shape and digest is not None and digest == init.sha256:  # type: ignore[union-attr]
-            return
         content = None
         if data is not None:
             if b"\0" in data:
@@ -212,7 +239,9 @@ class _Walk:
         change = "added" if init is None else "modified"
         self.row(rel, "file", change, flags, mode=mode, size=size, sha256=digest, content=content)
 
-    def read(self, dir_fd: int, name: str, st: os.stat_result, *, keep: bool) -> tuple[str | None, bytes | None, list[str]]:
+    def read(
+        self, dir_fd: int, name: str, st: os.stat_result, *, keep: bool
+    ) -> tuple[str | None, bytes | None, list[str]]:
         """Hash a regular file in chunks (its first bytes kept if `keep`), opened without following
         a link or blocking on a FIFO, and checked to be the very file that was examined."""
         fd = os.open(name, _OPEN_FLAGS, dir_fd=dir_fd)
@@ -324,15 +353,48 @@ class _Walk:
         }
 
 
+class _Dirs:
+    """Directory fds reopened from the root, component by component, never through a link (a few
+    kept open: the queued files of one directory are read one after another)."""
+
+    def __init__(self, root_fd: int, keep: int = 64) -> None:
+        self.root = root_fd
+        self.keep = keep
+        self.open: OrderedDict[str, int] = OrderedDict()
+
+    def parent(self, rel: str) -> tuple[int, str]:
+        head, _, name = rel.rpartition("/")
+        if not head:
+            return self.root, name
+        fd = self.open.get(head)
+        if fd is not None:
+            self.open.move_to_end(head)
+            return fd, name
+        fd = self.root
+        for part in head.split("/"):
+            nfd = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            if fd != self.root:
+                os.close(fd)
+            fd = nfd
+        self.open[head] = fd
+        if len(self.open) > self.keep:
+            os.close(self.open.popitem(last=False)[1])
+        return fd, name
+
+    def close(self) -> None:
+        for fd in self.open.values():
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.open.clear()
+
+
 def _close(it: Iterator[os.DirEntry[str]], fd: int | None) -> None:
     close = getattr(it, "close", None)
     if close is not None:
         close()
     if fd is not None:
-        try:
+        with contextlib.suppress(OSError):
             os.close(fd)
-        except OSError:
-            pass
 
 
 def collect(run_id: str, sandbox: Path, initial: Tree, limits: Limits | None = None) -> Capture:
@@ -351,6 +413,10 @@ def collect(run_id: str, sandbox: Path, initial: Tree, limits: Limits | None = N
         except Exception as e:  # a bug here must not lose the rep: record it
             w.error(".", e)
             w.truncated = True
+        try:
+            w.read_pending(root_fd)
+        except Exception as e:
+            w.error(".", e)
         finally:
             os.close(root_fd)
     try:

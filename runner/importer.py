@@ -9,7 +9,8 @@ import socket
 import uuid
 from pathlib import Path
 
-from evalb import __version__, manifest, sandbox as sandboxes
+from evalb import __version__, manifest
+from evalb import sandbox as sandboxes
 from evalb.archive import Archive
 from evalb.errors import UsageError
 from evalb.scenarios import resolve_variant

@@ -7,7 +7,6 @@ import datetime as dt
 import functools
 import hashlib
 import json
-import shutil
 import socket
 import subprocess
 import tempfile
@@ -197,7 +196,7 @@ def record_rep(
         if base_url and server is not None:
             server.unregister(base_url)
         if not options.keep_sandboxes:
-            shutil.rmtree(work, ignore_errors=True)
+            sandbox.remove_tree(work)  # however deep the agent made it
 
 
 def _initial_run(

@@ -40,7 +40,9 @@ def test_v1_archive_is_refused_until_migrated(v1: Path) -> None:
 
 
 def test_migrate_cli_brings_v1_to_v2_dropping_nothing(v1: Path) -> None:
-    before = {t: pl.read_parquet(str(v1 / t / "*.parquet")) for t in ("runs", "events", "artifacts", "scores")}
+    before = {
+        t: pl.read_parquet(str(v1 / t / "*.parquet")) for t in ("runs", "events", "artifacts", "scores")
+    }
     out = subprocess.run([EXE, "migrate", "--archive", v1], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     marker = json.loads((v1 / "archive.json").read_text())
@@ -91,9 +93,12 @@ def test_migrated_archive_scores_and_mixes_with_v2_runs(v1: Path) -> None:
 
     runs = Runs(v1)
     runs.add("v2", ["{}"], "W1", files=[fab.SandboxFile("docs/adr/0009-dedup.md", "added", "dedup")])
-    n = duckdb.connect().execute(
-        f"SELECT count(*), count(change), count(git_status) FROM read_parquet('{v1}/artifacts/*.parquet', union_by_name=true)"
-    ).fetchone()
+    n = (
+        duckdb.connect()
+        .execute(
+            f"SELECT count(*), count(change), count(git_status) FROM read_parquet('{v1}/artifacts/*.parquet', union_by_name=true)"
+        )
+        .fetchone()
+    )
     # 17 v1 rows (2 status listings: no change; 2 with a git code) + 1 v2 row (no git code)
     assert n == (18, 16, 2)
-

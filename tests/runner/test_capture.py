@@ -61,7 +61,11 @@ def test_changes_are_found_against_the_initial_tree(box: tuple[Path, sandbox.Tre
     rows = _rows(collect("r", sb, tree))
     assert (rows["README.md"].change, rows["README.md"].content) == ("modified", readme.read_text())
     assert (rows["Rakefile"].change, rows["Rakefile"].mode) == ("modified", 0o755)
-    assert (rows["config.ru"].change, rows["config.ru"].kind, rows["config.ru"].mode) == ("deleted", "file", None)
+    assert (rows["config.ru"].change, rows["config.ru"].kind, rows["config.ru"].mode) == (
+        "deleted",
+        "file",
+        None,
+    )
     assert rows["docs/adr/0007-new.md"].change == "added"
     assert rows["docs/adr/0007-new.md"].sha256 is not None
     assert rows["lib"].change == "deleted" and rows["lib2"].change == "added"
@@ -142,7 +146,10 @@ def test_names_that_are_not_utf8_are_escaped_losslessly(box: tuple[Path, sandbox
     name = next(p for p in rows if p.startswith("docs/adr/bad-"))
     assert "name_escaped" in rows[name].flags
     assert unescape_name(name) == b"docs/adr/" + raw
-    assert rows["lnk"].flags == ["target_escaped"] and unescape_name(rows["lnk"].link_target or "") == b"/tmp/\xff"
+    assert (
+        rows["lnk"].flags == ["target_escaped"]
+        and unescape_name(rows["lnk"].link_target or "") == b"/tmp/\xff"
+    )
     assert escape_name("plain\\name") == ("plain\\name", False)
 
 
@@ -188,7 +195,9 @@ def test_sizes_are_capped_and_sparse_files_cost_no_memory(box: tuple[Path, sandb
     c = collect("r", sb, tree)
     rows = _rows(c)
     assert rows["huge"].sha256 is None and rows["huge"].flags == ["hash_cap"] and rows["huge"].size == 2 << 30
-    assert all(rows[f"sparse-{i}"].flags == ["binary"] and rows[f"sparse-{i}"].content is None for i in range(20))
+    assert all(
+        rows[f"sparse-{i}"].flags == ["binary"] and rows[f"sparse-{i}"].content is None for i in range(20)
+    )
     assert rows["big.txt"].content is None and rows["big.txt"].flags == ["content_cap"]
     assert c.summary["content_bytes"] == 0 and c.summary["hashed_bytes"] < 30 << 20
     assert set(c.summary["caps_hit"]) == {"max_file_hash", "max_file_content"}
@@ -247,3 +256,17 @@ def test_a_missing_sandbox_is_recorded_not_raised(tmp_path: Path, built: sandbox
     os.symlink(built.path, tmp_path / "link-to-sandbox")
     c = collect("r", tmp_path / "link-to-sandbox", built.initial_tree)  # the root is not followed either
     assert c.summary["errors"] == 1 and {r.change for r in c.rows} == {"unseen"}
+
+
+def test_small_files_are_read_first(box: tuple[Path, sandbox.Tree]) -> None:
+    """Many big files met first by the walk cannot push a small new ADR past the run's caps."""
+    sb, tree = box
+    (sb / "aaa").mkdir()
+    for i in range(8):
+        (sb / "aaa" / f"big{i}").write_text("b" * 5000)
+    (sb / "docs" / "adr" / "0007-dedup.md").write_text("# Dedup\n")
+    c = collect("r", sb, tree, Limits(max_run_hash=12_000, max_run_content=9_000))
+    rows = _rows(c)
+    assert rows["docs/adr/0007-dedup.md"].content == "# Dedup\n"
+    assert sum(1 for p, r in rows.items() if p.startswith("aaa/big") and r.content) == 1
+    assert set(c.summary["caps_hit"]) == {"max_run_hash", "max_run_content"}

@@ -65,7 +65,9 @@ class TestImport:
             "file", "added", "# ADR-0007\n", None
         )  # fmt: skip
         with pytest.raises(UsageError, match="is not a directory"):
-            import_transcript(GOLDEN / "no-plugin.jsonl", archive, scenario="W1", model="x", sandbox=tmp_path / "no")
+            import_transcript(
+                GOLDEN / "no-plugin.jsonl", archive, scenario="W1", model="x", sandbox=tmp_path / "no"
+            )
 
     def test_cli_import_and_bad_scenario(self, tmp_path: Path) -> None:
         """The CLI imports; an unknown scenario is one line on stderr, exit 2, nothing written."""
