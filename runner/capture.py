@@ -44,8 +44,8 @@ class Limits:
     max_listed: int = 200_000  # directory entries listed in all (stops the walk)
     max_file_content: int = 1 << 20  # a file's text is kept only up to this size
     max_run_content: int = 8 << 20  # text kept for the whole run
-    max_file_hash: int = 64 << 20  # a file is hashed only up to this size
-    max_run_hash: int = 256 << 20  # bytes hashed for the whole run
+    max_file_hash: int = 16 << 20  # a file is hashed only up to this size
+    max_run_hash: int = 64 << 20  # bytes hashed for the whole run (files met smallest first)
 
 
 @dataclass

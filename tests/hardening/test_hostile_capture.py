@@ -36,7 +36,7 @@ def _peak_rss_mib() -> float:
 def _git_attacks(marks: Path) -> list[str]:
     """Shell commands that arm every git config vector we know, each touching a marker file in
     `marks` (a host directory) if anything runs it."""
-    hook = f"#!/bin/sh\ntouch {marks}/hook-$(basename $0)\n"
+    hook = f"#!/bin/sh\ntouch {marks}/hook\n"
     hooks = " ".join(
         f"hooks/{h}" for h in ("post-index-change", "pre-commit", "post-checkout", "reference-transaction")
     )
