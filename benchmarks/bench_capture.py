@@ -93,8 +93,12 @@ def main() -> None:
     hostile_ms = (time.perf_counter() - t0) * 1000
     subprocess.run(["rm", "-rf", str(work)], check=False)
     walk, git = statistics.median(walk_ms), statistics.median(git_ms)
-    print(f"sandboxes: R4 ({len(info.initial_tree)} entries in the initial tree), {a.reps} samples, cpu={os.cpu_count()}")
-    print(f"capture, walk (v2):        median {walk:7.2f} ms  (min {min(walk_ms):.2f}, max {max(walk_ms):.2f})")
+    print(
+        f"sandboxes: R4 ({len(info.initial_tree)} entries in the initial tree), {a.reps} samples, cpu={os.cpu_count()}"
+    )
+    print(
+        f"capture, walk (v2):        median {walk:7.2f} ms  (min {min(walk_ms):.2f}, max {max(walk_ms):.2f})"
+    )
     print(f"capture, git status (v1):  median {git:7.2f} ms  (min {min(git_ms):.2f}, max {max(git_ms):.2f})")
     print(f"ratio walk / git status:   {walk / git:.2f}")
     print(f"sandbox build (for scale): median {statistics.median(build_ms):7.2f} ms")

@@ -73,7 +73,7 @@ def escape_name(name: str) -> tuple[str, bool]:
 
 def unescape_name(escaped: str) -> bytes:
     """The bytes of a name escaped by `escape_name` (one flagged 'name_escaped')."""
-    return codecs.escape_decode(escaped.encode("utf-8"))[0]  # type: ignore[no-any-return]
+    return codecs.escape_decode(escaped.encode("utf-8"))[0]
 
 
 def _kind(mode: int) -> tuple[str, str | None]:
