@@ -263,8 +263,7 @@ def test_import_of_an_attacked_sandbox(tmp_path: Path, other_repo: Path) -> None
         [
             *_git_attacks(marks),
             f"ln -s {secret} x && ln -s {secret} docs/adr/0099-x.md && ln -s /proc/self/environ env",
-            *_resource_attacks()[:2],
-            "mkfifo fifo && truncate -s 2G huge.bin",
+            *_resource_attacks(),
         ]
     )
     subprocess.run(["bash", "-c", script], cwd=sb, check=True, capture_output=True)
@@ -281,7 +280,7 @@ def test_import_of_an_attacked_sandbox(tmp_path: Path, other_repo: Path) -> None
             )  # fmt: skip
             assert out.returncode == 0, out.stderr
     finally:
-        _rm(sb / "d")
+        _rm(sb)
     assert list(marks.iterdir()) == [] and snapshot(other_repo / ".git") == before
     df = check_archive(root)
     caps = [json.loads(c) for c in df.sort("outcome_detail")["capture_json"]]
@@ -290,7 +289,13 @@ def test_import_of_an_attacked_sandbox(tmp_path: Path, other_repo: Path) -> None
     rows = {r["path"]: r for r in arts.iter_rows(named=True)}
     assert rows["x"]["kind"] == "symlink" and rows["docs/adr/0099-x.md"]["link_target"] == str(secret)
     assert rows["fifo"]["flags"] == ["fifo"] and rows["huge.bin"]["flags"] == ["hash_cap"]
-    assert "max_depth" in next(c for c in caps if c["git"] == "dir")["caps_hit"]
+    assert rows["docs/adr/0098-bad\\xff\\xfe.md"]["flags"] == ["name_escaped"]
+    attacked = next(c for c in caps if c["git"] == "dir")
+    assert {"max_depth", "max_file_hash", "max_run_hash"} <= set(attacked["caps_hit"]) and attacked[
+        "errors"
+    ] == 0
+    sparse = arts.filter(pl.col("path").str.starts_with("sparse/f"))
+    assert sparse.height == 500 and sparse["content"].null_count() == 500
     assert rows["new.txt"]["change"] == "added"
     _assert_no_secret(root, [SECRET, ENV_SECRET])
     _score(root)
