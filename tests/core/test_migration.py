@@ -102,3 +102,30 @@ def test_migrated_archive_scores_and_mixes_with_v2_runs(v1: Path) -> None:
     )
     # 17 v1 rows (2 status listings: no change; 2 with a git code) + 1 v2 row (no git code)
     assert n == (18, 16, 2)
+
+
+def test_v1_codes_map_to_changes(v1: Path) -> None:
+    """Every v1 shape maps: a deleted file (kind 'deleted', ' D'), a staged add ('A '), a rename
+    ('R '), a modification ('MM'); unknown extra columns are kept."""
+    path = sorted((v1 / "artifacts").glob("*.parquet"))[0]
+    df = pl.read_parquet(path)
+    extra = pl.DataFrame(
+        {
+            "run_id": [df["run_id"][0]] * 4,
+            "path": ["gone.rb", "new.md", "moved.rb", "both.rb"],
+            "kind": ["deleted", "file", "file", "file"],
+            "git_status": [" D", "A ", "R ", "MM"],
+            "content": [None, "n", "m", "b"],
+            "sha256": [None, "x", "y", "z"],
+            "size": [None, 1, 1, 1],
+        },
+        schema=df.schema,
+    )
+    df = pl.concat([df, extra]).with_columns(legacy_note=pl.lit("kept"))
+    df.write_parquet(path)
+    migrations.migrate(v1, 1)
+    new = pl.read_parquet(path)
+    got = {r["path"]: (r["kind"], r["change"]) for r in new.iter_rows(named=True)}
+    assert got["gone.rb"] == ("file", "deleted") and got["new.md"] == ("file", "added")
+    assert got["moved.rb"] == ("file", "modified") and got["both.rb"] == ("file", "modified")
+    assert new.columns[-1] == "legacy_note" and set(new["legacy_note"]) == {"kept"}
