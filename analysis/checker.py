@@ -59,7 +59,7 @@ _EVENT_COLUMNS = (
     "tool_input",
     "parent_tool_use_id",
 )
-_ARTIFACT_COLUMNS = ("run_id", "path", "kind", "git_status", "content")
+_ARTIFACT_COLUMNS = ("run_id", "path", "kind", "change", "git_status", "content")
 #: Runs columns the rules read (each extra column costs a read in each of the archive's run files).
 _RUN_COLUMNS_READ = (
     "run_id",

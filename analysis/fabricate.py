@@ -225,11 +225,13 @@ class TranscriptBuilder:
 
 @dataclass
 class SandboxFile:
-    """One file of the sandbox end state: path relative to the sandbox, git porcelain status, content."""
+    """One entry of the sandbox end state, as capture records it: path relative to the sandbox,
+    change ('added', 'modified', 'deleted'), content, kind ('file', or e.g. 'symlink')."""
 
     path: str
-    status: str
+    change: str
     content: str = ""
+    kind: str = "file"
 
 
 def archive_transcript(
@@ -289,9 +291,11 @@ def archive_transcript(
         ArtifactRecord(
             run_id=run_id,
             path=f.path,
-            kind="file",
-            git_status=f.status,
-            content=f.content,
+            kind=f.kind,  # type: ignore[arg-type]
+            change=f.change,  # type: ignore[arg-type]
+            mode=0o644,
+            content=f.content if f.kind == "file" else None,
+            link_target=f.content if f.kind == "symlink" else None,
             sha256=None,
             size=len(f.content.encode()),
         )
@@ -368,7 +372,7 @@ def perfect(sc: Scenario, variant: Variant, adrs: dict[str, tuple[str, str]]) ->
         b.bash(f"adr-search --file {sc.policy.touch_file}", "No decision records reference this file.")
         text = "I searched the decision records for this file and found none that covers it, so I made the change."
         b.edit(sc.policy.touch_file).text(text).result(text)
-        return Fabricated(b.lines, [SandboxFile(sc.policy.touch_file, " M", "# changed\n")])
+        return Fabricated(b.lines, [SandboxFile(sc.policy.touch_file, "modified", "# changed\n")])
     assert sc.correct_adr
     fname = _adr_file(adrs, sc.correct_adr)
     b.bash(f'adr-search --topic "{topic}"', f"docs/adr/{fname}")
@@ -393,7 +397,8 @@ def _perfect_write(sc: Scenario, adrs: dict[str, tuple[str, str]]) -> Fabricated
     text = f"Done. I made the change and recorded the decision as ADR-{number} ({path})."
     b.text(text).result(text)
     return Fabricated(
-        b.lines, [SandboxFile(sc.policy.touch_file, " M", "# changed\n"), SandboxFile(path, "??", body)]
+        b.lines,
+        [SandboxFile(sc.policy.touch_file, "modified", "# changed\n"), SandboxFile(path, "added", body)],
     )
 
 
@@ -411,7 +416,7 @@ def oblivious(sc: Scenario) -> Fabricated:
     b.edit(sc.policy.touch_file)
     text = f"Done: I updated {sc.policy.touch_file} as requested."
     b.text(text).result(text)
-    return Fabricated(b.lines, [SandboxFile(sc.policy.touch_file, " M", "# changed\n")])
+    return Fabricated(b.lines, [SandboxFile(sc.policy.touch_file, "modified", "# changed\n")])
 
 
 def prose_only(sc: Scenario, adrs: dict[str, tuple[str, str]]) -> Fabricated:
@@ -465,4 +470,4 @@ def proposes_in_prose(sc: Scenario) -> Fabricated:
     b.edit(sc.policy.touch_file)
     text = "Done. This is a consequential choice: shall I record it as a new ADR in docs/adr?"
     b.text(text).result(text)
-    return Fabricated(b.lines, [SandboxFile(sc.policy.touch_file, " M", "# changed\n")])
+    return Fabricated(b.lines, [SandboxFile(sc.policy.touch_file, "modified", "# changed\n")])

@@ -141,7 +141,8 @@ def score_one(jsonl: Path, variant: str, files_json: Path) -> str:
                 "run_id": "one",
                 "path": f["path"],
                 "kind": "file",
-                "git_status": f["status"],
+                "change": f["change"],
+                "git_status": None,
                 "content": f["content"],
             }
             for f in files
@@ -150,6 +151,7 @@ def score_one(jsonl: Path, variant: str, files_json: Path) -> str:
             "run_id": pl.String,
             "path": pl.String,
             "kind": pl.String,
+            "change": pl.String,
             "git_status": pl.String,
             "content": pl.String,
         },
@@ -181,7 +183,7 @@ def per_process(workdir: Path, n: int, sample: int) -> tuple[float, int]:
         j = workdir / f"t{i}.jsonl"
         j.write_text("\n".join(lines) + "\n")
         f = workdir / f"t{i}.files.json"
-        f.write_text(json.dumps([{"path": x.path, "status": x.status, "content": x.content} for x in files]))
+        f.write_text(json.dumps([{"path": x.path, "change": x.change, "content": x.content} for x in files]))
         items.append((j, variant, f))
     t = time.perf_counter()
     peak = 0

@@ -23,7 +23,9 @@ app.add_typer(manifest_app, name="manifest")
 
 
 def _jsonable(obj: object) -> dict:
-    return {k: str(v) if isinstance(v, Path) else v for k, v in asdict(obj).items()}  # type: ignore[call-overload]
+    data = asdict(obj)  # type: ignore[call-overload]
+    data.pop("initial_tree", None)  # the recorder's own record of the sandbox, not for printing
+    return {k: str(v) if isinstance(v, Path) else v for k, v in data.items()}
 
 
 @app.command("sandbox")

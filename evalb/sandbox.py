@@ -3,15 +3,22 @@
 Only variants with `graph: true` (R4) get `graphify-out/` (graph.json, GRAPH_REPORT.md, graph.html);
 the fixture's .gitignore keeps it out of the commit. The single initial commit has a fixed identity
 and date, so the same fixture always gives the same head commit.
+
+The builder also returns the sandbox's *initial tree* (relative path -> kind, size, mode, sha256),
+computed from the fixture itself (`initial_tree`), so that the end state can be compared with it
+without trusting anything inside the sandbox (its `.git` included): the agent owns the sandbox.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
 import shutil
+import stat
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from evalb import graph, manifest, paths
@@ -33,6 +40,67 @@ _GIT_CONFIG = (
 )
 
 
+#: Names the copy leaves out, at any depth (as `shutil.ignore_patterns` does).
+_IGNORED = (graph.GRAPH_DIR, ".git", "__pycache__")
+_GRAPH_DIR_MODE = 0o755
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One entry of a tree: kind ('file', 'dir', 'symlink'), size in bytes (0 for a directory),
+    permission bits, sha256 of a file's bytes (None otherwise), a link's target (None otherwise)."""
+
+    kind: str
+    size: int
+    mode: int
+    sha256: str | None = None
+    target: str | None = None
+
+
+#: relative POSIX path -> Entry; never includes the sandbox root or its `.git`.
+Tree = dict[str, Entry]
+
+
+def _file_entry(path: Path, st: os.stat_result) -> Entry:
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    return Entry("file", st.st_size, stat.S_IMODE(st.st_mode), digest)
+
+
+def _source_tree(project: Path, graph_json: Path | None) -> Tree:
+    """What `build_sandbox` copies from `project` (links followed, as the copy follows them)."""
+    tree: Tree = {}
+
+    def walk(src: Path, rel: str) -> None:
+        for entry in sorted(os.scandir(src), key=lambda e: e.name):
+            if entry.name in _IGNORED:
+                continue
+            r = f"{rel}{entry.name}"
+            st = entry.stat(follow_symlinks=True)
+            if stat.S_ISDIR(st.st_mode):
+                tree[r] = Entry("dir", 0, stat.S_IMODE(st.st_mode))
+                walk(Path(entry.path), r + "/")
+            else:
+                tree[r] = _file_entry(Path(entry.path), st)
+
+    walk(project, "")
+    if graph_json is not None:
+        tree[graph.GRAPH_DIR] = Entry("dir", 0, _GRAPH_DIR_MODE)
+        for out in graph.GRAPH_OUTPUTS:
+            src = graph_json.parent / out
+            tree[f"{graph.GRAPH_DIR}/{out}"] = _file_entry(src, src.stat())
+    return tree
+
+
+def initial_tree(
+    variant_id: str, *, project_dir: Path | None = None, scenarios_dir: Path | None = None
+) -> Tree:
+    """The tree `build_sandbox(variant_id, ...)` makes, recomputed from the fixture alone
+    (for `evalb-record import --sandbox`: never read back from the sandbox)."""
+    _, variant = resolve_variant(variant_id, scenarios_dir)
+    project = Path(project_dir or paths.FIXTURE_PROJECT).resolve()
+    return _source_tree(project, graph.ensure_graph(project) if variant.graph else None)
+
+
 @dataclass(frozen=True)
 class SandboxInfo:
     """What `build_sandbox` made: where, for which variant, whether the graph is in, and identities."""
@@ -47,6 +115,8 @@ class SandboxInfo:
     plugin_version: str
     plugin_hash: str
     seconds: float
+    #: The initial tree, kept in the recorder's memory (see `initial_tree`); not in `--json` output.
+    initial_tree: Tree = field(default_factory=dict, repr=False, compare=False)
 
 
 def _git(args: list[str], cwd: Path) -> str:
@@ -102,6 +172,7 @@ def build_sandbox(
     dest = Path(dest).absolute()
     _check_dest(dest)
     graph_json = graph.ensure_graph(project) if variant.graph else None
+    tree = _source_tree(project, graph_json)
     try:
         shutil.copytree(
             project,
@@ -111,6 +182,7 @@ def build_sandbox(
         )
         if graph_json is not None:
             (dest / graph.GRAPH_DIR).mkdir()
+            os.chmod(dest / graph.GRAPH_DIR, _GRAPH_DIR_MODE)  # as the initial tree says, whatever the umask
             for out in graph.GRAPH_OUTPUTS:
                 shutil.copy2(graph_json.parent / out, dest / graph.GRAPH_DIR / out)
     except OSError as e:
@@ -132,4 +204,20 @@ def build_sandbox(
         plugin_version=version,
         plugin_hash=plugin_hash,
         seconds=round(time.perf_counter() - start, 3),
+        initial_tree=tree,
     )
+
+
+def remove_tree(path: Path) -> None:
+    """Delete a sandbox (or its work directory) whatever the agent left in it, never following a link;
+    best effort, never raises. `shutil.rmtree` recurses once per level and fails on a tree deeper than
+    Python's recursion limit (an agent can make one in a second), so `rm -rf` finishes the job then."""
+    try:
+        shutil.rmtree(path)
+        return
+    except FileNotFoundError:
+        return
+    except (OSError, RecursionError):
+        pass
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        subprocess.run(["rm", "-rf", "--", str(path)], capture_output=True, check=False, timeout=600)

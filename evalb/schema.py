@@ -2,7 +2,8 @@
 
 This module is the contract between `runner/` (writes) and `analysis/` (reads). Changing a field
 means bumping SCHEMA_VERSION and adding a migration in `evalb.migrations`; docs/archive.md
-documents every column and a test checks the two agree.
+documents every column and a test checks the two agree. A column added after v1 has a default
+(`Field(default=...)`): the value a migration gives the rows of older files.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 Outcome = Literal["completed", "timeout", "crashed", "client_error", "interrupted"]
 OUTCOMES: tuple[str, ...] = get_args(Outcome)
@@ -76,6 +77,11 @@ class RunRecord(Record):
     recorder_version: str = Field(description="evalb version that wrote the row.")
     host: str = Field(description="Hostname of the recorder.")
     options_json: str = Field(description="Runner options for this rep (timeout, policy params, ...).")
+    capture_json: str | None = Field(
+        default=None,
+        description="How the sandbox's end state was captured (JSON): limits, counts, caps hit, errors "
+        "(see 'Capture' above); null for interrupted runs, imports without --sandbox and v1 runs.",
+    )
 
 
 class EventRecord(Record):
@@ -109,15 +115,41 @@ class EventRecord(Record):
 
 
 class ArtifactRecord(Record):
-    """Sandbox end state after the session: git status and changed/added file contents."""
+    """One entry of the sandbox's end state that differs from the tree the sandbox was built with."""
 
     run_id: str = Field(description="The run whose sandbox this was.")
-    path: str = Field(description="Path relative to the sandbox root ('' for the status listing).")
-    kind: Literal["git_status", "file", "deleted"] = Field(description="What this row holds.")
-    git_status: str | None = Field(description="Porcelain status code, e.g. '??', ' M', 'A '.")
-    content: str | None = Field(description="File content (UTF-8, replacement on bad bytes); status text.")
-    sha256: str | None = Field(description="Hash of the file bytes.")
-    size: int | None = Field(description="File size in bytes.")
+    path: str = Field(
+        description="Path relative to the sandbox root; a name that is not UTF-8 is escaped (flag "
+        "'name_escaped', see 'Capture'); '' for a v1 status listing."
+    )
+    kind: Literal["file", "symlink", "dir", "special", "unknown", "git_status"] = Field(
+        description="'file' (a regular file), 'symlink', 'dir', 'special' (FIFO, socket, device), "
+        "'unknown' (could not be examined), or 'git_status' (v1 only: the status listing). A deleted "
+        "entry: what it was."
+    )
+    change: Literal["added", "modified", "deleted", "unseen", "unchanged"] | None = Field(
+        description="'added', 'modified' (content, kind or mode), 'deleted', 'unseen' (a cap stopped "
+        "the walk before it). v1 rows, migrated from git_status: '??'/'A' added, 'D' deleted, other "
+        "codes modified, no code 'unchanged' (v1 kept every docs/adr file); null for the status listing."
+    )
+    mode: int | None = Field(default=None, description="Permission bits (e.g. 420 = 0o644); null if deleted.")
+    size: int | None = Field(description="Size in bytes (a link: its target's length).")
+    sha256: str | None = Field(description="Hash of a regular file's bytes; null past a hash cap.")
+    link_target: str | None = Field(
+        default=None, description="A symlink's target text (never followed; escaped like paths)."
+    )
+    content: str | None = Field(
+        description="A regular file's text (UTF-8, replacement on bad bytes); null for binary files "
+        "(a NUL byte), hard-linked files, or past a content cap; v1: the status text."
+    )
+    flags: list[str] = Field(
+        default_factory=list,
+        description="What capture noticed or withheld: name_escaped, content_cap, hash_cap, binary, "
+        "hardlink, fifo, socket, chardev, blockdev, depth_cap, error:..., (see 'Capture').",
+    )
+    git_status: str | None = Field(
+        default=None, description="v1 only (git is no longer run): porcelain status code, e.g. '??', ' M'."
+    )
 
 
 class JudgementRecord(Record):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -18,7 +19,11 @@ def column_table(table: str) -> str:
     schema = polars_schema(table)
     rows = ["| column | type | meaning |", "| --- | --- | --- |"]
     for name, field in TABLES[table].model_fields.items():
-        rows.append(f"| `{name}` | {schema[name]} | {field.description or ''} |")
+        meaning = field.description or ""
+        if not field.is_required():  # a column added after v1: what a migration gives older rows
+            default = field.default_factory() if field.default_factory else field.default  # type: ignore[call-arg]
+            meaning += f" Older rows: `{json.dumps(default)}`."
+        rows.append(f"| `{name}` | {schema[name]} | {meaning} |")
     return "\n".join(rows) + "\n"
 
 

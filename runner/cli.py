@@ -303,7 +303,10 @@ def import_(
     scenario: Annotated[str, typer.Option(help="Scenario variant it was recorded for.")],
     model: Annotated[str, typer.Option(help="Model alias it was recorded with.")],
     sandbox: Annotated[
-        Path | None, typer.Option(help="The sandbox it ran in (its end state is archived).")
+        Path | None,
+        typer.Option(
+            help="The sandbox it ran in, built with `evalb sandbox VARIANT DIR` (what changed is archived)."
+        ),
     ] = None,
     archive: ArchiveOpt = paths.DEFAULT_ARCHIVE,
     plugin_dir: Annotated[Path | None, typer.Option(help="The plugin it ran with, if known.")] = None,

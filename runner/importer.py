@@ -10,12 +10,13 @@ import uuid
 from pathlib import Path
 
 from evalb import __version__, manifest
+from evalb import sandbox as sandboxes
 from evalb.archive import Archive
 from evalb.errors import UsageError
 from evalb.scenarios import resolve_variant
 from evalb.schema import SCHEMA_VERSION, RunRecord
 from evalb.transcript import parse_bytes
-from runner import artifacts
+from runner import capture
 from runner.client import classify
 
 
@@ -35,9 +36,10 @@ def import_transcript(
         data = transcript.read_bytes()
     except OSError as e:
         raise UsageError(f"cannot read transcript {transcript}: {e.strerror}") from e
-    if sandbox is not None and not (sandbox / ".git").exists():
+    if sandbox is not None and not sandbox.is_dir():
         raise UsageError(
-            f"--sandbox {sandbox} is not a git repository", hint="pass the sandbox the client ran in"
+            f"--sandbox {sandbox} is not a directory",
+            hint=f"pass the sandbox the client ran in (built with `evalb sandbox {variant.id} DIR`)",
         )
     archive.ensure()
     digest = hashlib.sha256(data).hexdigest()
@@ -89,6 +91,11 @@ def import_transcript(
         host=socket.gethostname(),
         options_json=json.dumps({"imported_from": str(transcript), "sha256": digest}),
     )
-    arts = artifacts.collect(run_id, sandbox) if sandbox else []
+    arts = []
+    if sandbox is not None:
+        # The initial tree comes from the fixture, never from the sandbox (the agent owned it).
+        end = capture.collect(run_id, sandbox.resolve(), sandboxes.initial_tree(variant.id))
+        run = run.model_copy(update={"capture_json": end.summary_json()})
+        arts = end.rows
     archive.commit_run(run, events, arts)
     return run

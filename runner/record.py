@@ -8,7 +8,6 @@ import functools
 import hashlib
 import json
 import os
-import shutil
 import socket
 import subprocess
 import tempfile
@@ -23,7 +22,7 @@ from evalb.errors import ClientError, UsageError
 from evalb.scenarios import Scenario, Variant, resolve_variant
 from evalb.schema import SCHEMA_VERSION, RunRecord
 from evalb.transcript import TranscriptSummary
-from runner import artifacts
+from runner import capture
 from runner.client import SessionResult, run_session
 from runner.confine import confine_command, install_dir
 from runner.credproxy import CredentialProxy
@@ -147,7 +146,7 @@ def record_rep(
     guard = RepGuard(options.limits, confined=options.confine)
     try:
         home.mkdir()
-        sandbox.build_sandbox(variant.id, sandbox_dir, plugin_dir=options.plugin_dir)
+        built = sandbox.build_sandbox(variant.id, sandbox_dir, plugin_dir=options.plugin_dir)
         stage = "preparing the client"
         if ctx is not None and server is not None:
             base_url = server.register(ctx, [Fault(**{**f.__dict__, "hits": 0}) for f in options.faults])
@@ -226,9 +225,9 @@ def record_rep(
                 opts = json.loads(final.options_json) | {"faults_served": served}
                 final = final.model_copy(update={"options_json": json.dumps(opts, sort_keys=True)})
         stage = "collecting the sandbox's end state"
-        arts = artifacts.collect(run.run_id, sandbox_dir)
+        end = capture.collect(run.run_id, sandbox_dir, built.initial_tree)
         stage = "committing the rep"
-        inflight.commit(final, arts)
+        inflight.commit(final.model_copy(update={"capture_json": end.summary_json()}), end.rows)
         return final
     except Exception as e:
         # a fault of the harness, not of the agent or the client: recorded on this rep (its lines
@@ -257,7 +256,7 @@ def record_rep(
             with contextlib.suppress(Exception):
                 server.unregister(base_url)
         if not options.keep_sandboxes:
-            shutil.rmtree(work, ignore_errors=True)
+            sandbox.remove_tree(work)  # however deep the agent made it
 
 
 def _run_row(

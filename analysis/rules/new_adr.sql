@@ -1,6 +1,8 @@
 -- W scenarios, deterministic part: the sandbox's end state holds a NEW decision record
--- docs/adr/NNNN-*.md (untracked or added: not in the fixture's initial commit) whose path or body
--- matches any of the scenario's topic patterns (case-insensitive). NULL for R scenarios.
+-- docs/adr/NNNN-*.md -- a regular file (not a symlink) that was not in the sandbox's initial tree
+-- (change 'added', committed or not) -- whose path or body matches any of the scenario's topic
+-- patterns (case-insensitive). NULL for R scenarios. A v1 row (no `change`) counts as added when
+-- its git status was untracked or added.
 -- Evidence: the tool calls that name the new file (Write/Edit path or a Bash command), if any.
 CREATE OR REPLACE TEMP VIEW new_adr AS
 WITH candidates AS (
@@ -10,7 +12,8 @@ WITH candidates AS (
     JOIN scenario_meta m ON m.variant = r.variant AND m.kind = 'write'
     WHERE a.kind = 'file'
       AND regexp_matches(a.path, '^docs/adr/[0-9]{4}-[^/]*\.md$')
-      AND (a.git_status LIKE '?%' OR a.git_status LIKE 'A%')
+      AND coalesce(a.change, CASE WHEN a.git_status LIKE '?%' OR a.git_status LIKE 'A%' THEN 'added' END)
+          = 'added'
       AND EXISTS (
           SELECT 1 FROM scenario_patterns p
           WHERE p.variant = r.variant AND p.role = 'topic'

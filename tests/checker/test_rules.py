@@ -218,15 +218,17 @@ class TestStatesContentAndConflict:
 
 class TestNewAdr:
     def test_new_adr_on_topic(self, tmp_path) -> None:
-        """Only an untracked/added docs/adr/NNNN-*.md matching a topic pattern passes W's axis (b)."""
+        """Only an added (committed or not) regular file docs/adr/NNNN-*.md matching a topic pattern
+        passes W's axis (b); a symlink with that name does not."""
         runs = Runs(tmp_path)
         cases = {
-            "untracked-on-topic": [fab.SandboxFile("docs/adr/0007-dedup-webhooks.md", "??", "# x")],
-            "added-body-on-topic": [fab.SandboxFile("docs/adr/0007-store.md", "A ", "Drop duplicate ids")],
-            "modified-existing": [fab.SandboxFile("docs/adr/0004-dedup.md", " M", "dedup")],
-            "off-topic": [fab.SandboxFile("docs/adr/0007-colours.md", "??", "blue")],
-            "wrong-place": [fab.SandboxFile("docs/decisions/0007-dedup.md", "??", "dedup")],
-            "not-numbered": [fab.SandboxFile("docs/adr/dedup.md", "??", "dedup")],
+            "untracked-on-topic": [fab.SandboxFile("docs/adr/0007-dedup-webhooks.md", "added", "# x")],
+            "added-body-on-topic": [fab.SandboxFile("docs/adr/0007-store.md", "added", "Drop duplicate ids")],
+            "modified-existing": [fab.SandboxFile("docs/adr/0004-dedup.md", "modified", "dedup")],
+            "off-topic": [fab.SandboxFile("docs/adr/0007-colours.md", "added", "blue")],
+            "wrong-place": [fab.SandboxFile("docs/decisions/0007-dedup.md", "added", "dedup")],
+            "not-numbered": [fab.SandboxFile("docs/adr/dedup.md", "added", "dedup")],
+            "symlink": [fab.SandboxFile("docs/adr/0007-dedup.md", "added", "/etc/dedup", kind="symlink")],
         }
         for name, files in cases.items():
             b = hooked()
@@ -241,6 +243,7 @@ class TestNewAdr:
             "off-topic": False,
             "wrong-place": False,
             "not-numbered": False,
+            "symlink": False,
         }
         assert rows["untracked-on-topic"]["evidence"] == [3]  # the Write that made it
 

@@ -220,13 +220,13 @@ def test_poisoned_archive_does_not_block_a_recorder(tmp_path: Path, command: str
 # --- one rep's harness failure does not stop the grid -------------------------------------------------
 _DRIVER = """
 import sys
-import runner.artifacts, runner.record
-real = runner.artifacts.collect
-def collect(run_id, sandbox):
+import runner.capture, runner.record
+real = runner.capture.collect
+def collect(run_id, sandbox, initial, limits=None):
     if sandbox.parent.name.startswith("evalb-R2-"):
         raise RuntimeError("injected: cannot read the end state")
-    return real(run_id, sandbox)
-runner.record.artifacts.collect = collect
+    return real(run_id, sandbox, initial, limits)
+runner.record.capture.collect = collect
 from runner.cli import main
 sys.argv = ["evalb-record", *sys.argv[1:]]
 main()

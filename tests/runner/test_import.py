@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -9,6 +10,8 @@ import polars as pl
 import pytest
 
 from evalb.archive import Archive
+from evalb.errors import UsageError
+from evalb.sandbox import build_sandbox
 from runner.importer import import_transcript
 from tests.conftest import GOLDEN
 
@@ -46,19 +49,25 @@ class TestImport:
         assert pl.read_parquet(str(archive.root / "runs" / "*.parquet")).height == 1
 
     def test_sandbox_end_state_is_archived(self, tmp_path: Path) -> None:
-        """--sandbox adds the git status and changed files as artifacts."""
+        """--sandbox (built with `evalb sandbox`) adds what changed against the fixture's tree."""
         sb = tmp_path / "sb"
-        (sb / "docs" / "adr").mkdir(parents=True)
-        subprocess.run(["git", "init", "-q", str(sb)], check=True)
+        build_sandbox("W1", sb)
         (sb / "docs" / "adr" / "0007-use-sqlite.md").write_text("# ADR-0007\n")
+        (sb / "README.md").unlink()
         archive = Archive(tmp_path / "a")
         run = import_transcript(
             GOLDEN / "plugin-hook-bash.jsonl", archive, scenario="W1", model="haiku", sandbox=sb
         )
-        assert run is not None
+        assert run is not None and json.loads(run.capture_json or "")["changes"] == {"added": 1, "deleted": 1}
         arts = pl.read_parquet(archive.root / "artifacts" / f"{run.run_id}.parquet")
         row = arts.filter(pl.col("path") == "docs/adr/0007-use-sqlite.md").row(0, named=True)
-        assert (row["kind"], row["git_status"], row["content"]) == ("file", "??", "# ADR-0007\n")
+        assert (row["kind"], row["change"], row["content"], row["git_status"]) == (
+            "file", "added", "# ADR-0007\n", None
+        )  # fmt: skip
+        with pytest.raises(UsageError, match="is not a directory"):
+            import_transcript(
+                GOLDEN / "no-plugin.jsonl", archive, scenario="W1", model="x", sandbox=tmp_path / "no"
+            )
 
     def test_cli_import_and_bad_scenario(self, tmp_path: Path) -> None:
         """The CLI imports; an unknown scenario is one line on stderr, exit 2, nothing written."""
