@@ -92,7 +92,8 @@ def _keep_adr_path(m: re.Match[str]) -> str:
 
 
 def _mask(m: re.Match[str]) -> str:
-    return " " * len(m.group(0))
+    # Not blanks: a separator regex would swallow them together with the quote.
+    return "_" * len(m.group(0))
 
 
 def clean(text: str) -> str:
@@ -102,7 +103,7 @@ def clean(text: str) -> str:
 
 
 def mask_quotes(text: str) -> str:
-    """`text` with quoted spans and blockquote lines blanked (same length)."""
+    """`text` with quoted spans and blockquote lines masked by '_' (same length)."""
     return _BLOCKQUOTE.sub(_mask, _QUOTES.sub(_mask, text))
 
 
