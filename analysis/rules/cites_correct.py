@@ -7,6 +7,8 @@ ADR-0002") are in `prose.cites`. Cases: cases/cites_correct.yaml.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import duckdb
 import polars as pl
 
@@ -14,8 +16,11 @@ from . import prose
 from .rows import result, run_texts
 
 
+@lru_cache(maxsize=65536)
 def cited_in(text: str, adr_id: str) -> bool:
     """Whether one message cites ADR `adr_id`."""
+    if (adr_id.lstrip("0") or "0") not in text:
+        return False  # cheap pre-filter: most messages name no ADR at all
     return bool(prose.cites(prose.analyse(text).clean, adr_id))
 
 

@@ -19,6 +19,7 @@ NULL where the scenario does not require a conflict. Cases: cases/flags_conflict
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 import duckdb
 import polars as pl
@@ -78,31 +79,40 @@ def _why_not(msg: prose.Message, k: int, m: re.Match[str]) -> str | None:
     return None
 
 
+@lru_cache(maxsize=65536)
+def in_message(text: str, correct: str, cues: tuple[re.Pattern[str], ...], run_ids: frozenset[str]) -> str | None:
+    """None when one message flags the conflict with `correct`; else why its first cue was no flag
+    ('' = no cue). `run_ids`: the ADRs the run cites, for a message that cites none itself."""
+    if not any(cue.search(text) for cue in cues):
+        return ""  # cheap pre-filter: analyse only messages with a cue at all
+    msg = prose.analyse(text)
+    first = ""
+    for k, clause in enumerate(msg.fine):
+        for cue in cues:
+            for m in cue.finditer(clause.masked):
+                why = _why_not(msg, k, m)
+                if why is None:
+                    targets = _targets(msg, k) or sorted(run_ids)
+                    if correct in targets:
+                        return None
+                    why = f"about ADR {', '.join(sorted(set(targets))) or '(none cited)'}"
+                first = first or why
+    return first
+
+
 def flags(messages: list[tuple[int, str]], correct: str, cues: list[re.Pattern[str]]) -> tuple[list[int], str]:
     """(seqs of messages that flag the conflict with `correct`, why the first rejected cue was rejected)."""
-    run_ids = {i for _, t in messages for _, _, i in prose.adr_mentions(prose.analyse(t).clean)}
+    run_ids = frozenset(
+        i for _, t in messages if any(ch.isdigit() for ch in t) for _, _, i in prose.adr_mentions(prose.analyse(t).clean)
+    )
     hits: list[int] = []
     rejected = ""
     for seq, text in messages:
-        msg = prose.analyse(text)
-        found = False
-        for k, clause in enumerate(msg.fine):
-            for cue in cues:
-                for m in cue.finditer(clause.masked):
-                    why = _why_not(msg, k, m)
-                    if why is None:
-                        targets = _targets(msg, k) or sorted(run_ids)
-                        if correct in targets:
-                            found = True
-                            break
-                        why = f"about ADR {', '.join(sorted(set(targets))) or '(none cited)'}"
-                    rejected = rejected or f"seq {seq}: {why}"
-                if found:
-                    break
-            if found:
-                break
-        if found:
+        why = in_message(text, correct, tuple(cues), run_ids)
+        if why is None:
             hits.append(seq)
+        elif why and not rejected:
+            rejected = f"seq {seq}: {why}"
     return hits, rejected
 
 

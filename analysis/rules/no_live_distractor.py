@@ -22,6 +22,7 @@ NULL for scenarios without distractors. Cases: cases/no_live_distractor.yaml.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 import duckdb
 import polars as pl
@@ -114,8 +115,11 @@ def _dead(text: str, k: int, mentions: list[tuple[int, int, str]]) -> bool:
     return bool(_PAST_FRAMING.search(before)) and not prose.negated(before, len(before))
 
 
-def live_citations(text: str, distractor: str) -> list[str]:
+@lru_cache(maxsize=65536)
+def live_citations(text: str, distractor: str) -> tuple[str, ...]:
     """The clauses of one message that cite `distractor` as if it were live."""
+    if (distractor.lstrip("0") or "0") not in text:
+        return ()  # cheap pre-filter
     out = []
     for clause in prose.analyse(text).coarse:
         t = clause.masked
@@ -126,7 +130,7 @@ def live_citations(text: str, distractor: str) -> list[str]:
             if _live_asserted(t, k, mentions) or not _dead(t, k, mentions):
                 out.append(clause.text)
                 break
-    return out
+    return tuple(out)
 
 
 def rule(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:

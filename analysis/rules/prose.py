@@ -31,14 +31,14 @@ _BLOCKQUOTE = re.compile(r"^[ \t]*>[^\n]*", re.M)
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"'”»)]*\s+|(?<=[。！？])\s*|\n+")
 #: Fine clause boundaries (conflict, content): punctuation and linking words.
 _FINE = re.compile(
-    r"\s*[,;:()\[\]—–]\s*|\s+-\s+|\s*[、，；：]\s*"
-    r"|\s+(?=(?:but|however|although|though|whereas|while|yet|which|because|since|so|unless|except|instead)\b)",
+    r"[,;:()\[\]—–、，；：]|\s-\s"
+    r"|\s(?=(?:but|however|although|though|whereas|while|yet|which|because|since|so|unless|except|instead)\b)",
     re.I,
 )
 #: Coarse clause boundaries (distractor): semicolons and contrastive or relative links only, so
 #: "ADR-0001 (superseded)" and "ADR-0001 — superseded by 0003" stay one clause.
 _COARSE = re.compile(
-    r"\s*[;；]\s*|\s+(?=(?:but|however|although|though|whereas|while|yet|because|since)\b)|,\s+(?=(?:and|so)\b)",
+    r"[;；]|\s(?=(?:but|however|although|though|whereas|while|yet|because|since)\b)|,\s(?=(?:and|so)\b)",
     re.I,
 )
 _WORD = re.compile(r"[\w'’-]+")

@@ -15,6 +15,7 @@ NULL for other scenarios. Cases: cases/states_content.yaml.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 import duckdb
 import polars as pl
@@ -65,18 +66,31 @@ def why_not(clause: prose.Clause, m: re.Match[str]) -> str | None:
     return None
 
 
+@lru_cache(maxsize=65536)
+def in_message(text: str, pattern: re.Pattern[str]) -> str | None:
+    """None when one message asserts `pattern`; else why its first match is no assertion ('' = none)."""
+    if not pattern.search(text):
+        return ""  # cheap pre-filter: analyse only messages that contain the words at all
+    first = ""
+    for clause in prose.analyse(text).fine:
+        for m in pattern.finditer(clause.text):
+            why = why_not(clause, m)
+            if why is None:
+                return None
+            first = first or why
+    return first
+
+
 def asserted(messages: list[tuple[int, str]], pattern: re.Pattern[str]) -> tuple[list[int], str]:
     """(seqs where `pattern` is asserted, why the first rejected match was rejected)."""
     seqs: list[int] = []
     rejected = ""
     for seq, text in messages:
-        for clause in prose.analyse(text).fine:
-            reasons = [why_not(clause, m) for m in pattern.finditer(clause.text)]
-            if any(r is None for r in reasons):
-                seqs.append(seq)
-                break
-            if reasons and not rejected:
-                rejected = f"{reasons[0]} at seq {seq}"
+        why = in_message(text, pattern)
+        if why is None:
+            seqs.append(seq)
+        elif why and not rejected:
+            rejected = f"{why} at seq {seq}"
     return seqs, rejected
 
 
