@@ -1,5 +1,9 @@
 """The labelled rule corpus (analysis/rules/cases/*.yaml) run through the real rule connection.
 
+A case's `ok` is the true label. A documented known limit also carries `rule_says` (what the rule
+answers instead); the test then requires that answer, so a fix shows up, and precision/recall are
+computed against the label, so the limit counts against the rule.
+
 Every case becomes one fabricated run (hook, init, one assistant text block per message, a
 neutral result), parsed by evalb.transcript like a recorded run, loaded in memory through
 `analysis.checker.connect_frames` (the path `rule_connection` takes after reading the archive)
@@ -34,6 +38,8 @@ class Case:
     ok: bool
     cls: str
     why: str
+    rule_says: bool
+    """What the rule answers: the label `ok`, except for a documented known limit (`rule_says`)."""
 
     @property
     def run_id(self) -> str:
@@ -48,9 +54,9 @@ def load_cases(cases_dir: Path = CASES_DIR) -> list[Case]:
         for n, c in enumerate(doc["cases"]):
             text = c["text"]
             messages = tuple(text) if isinstance(text, list) else (text,)
-            out.append(
-                Case(doc["rule"], n, c.get("variant", doc["variant"]), messages, c["ok"], c["class"], c["why"])
-            )
+            variant = c.get("variant", doc["variant"])
+            says = c.get("rule_says", c["ok"])
+            out.append(Case(doc["rule"], n, variant, messages, c["ok"], c["class"], c["why"], says))
     return out
 
 
@@ -96,6 +102,7 @@ def score_cases(cases: list[Case], rules_dir: Path | None = None) -> pl.DataFram
                 "run_id": c.run_id,
                 "class": c.cls,
                 "expected": c.ok,
+                "rule_says": c.rule_says,
                 "got": got.get(c.run_id, (None, None))[0],
                 "reason": got.get(c.run_id, (None, None))[1],
                 "text": c.messages[-1][:80],
@@ -133,5 +140,6 @@ if __name__ == "__main__":
     print(precision_recall(scored))
     print(scored.group_by("rule", "class").len().sort("rule", "class"))
     wrong = scored.filter(pl.col("got").ne(pl.col("expected")) | pl.col("got").is_null())
+    print(f"{wrong.height} case(s) where the rule and the label differ:")
     for r in wrong.iter_rows(named=True):
         print(f"WRONG {r['run_id']} [{r['class']}] expected {r['expected']} got {r['got']}: {r['text']!r} ({r['reason']})")
