@@ -492,7 +492,11 @@ def _prose_pairs(sc: Scenario, adrs: dict[str, tuple[str, str]]) -> list[tuple[s
         lits = _content_literals(sc, adrs)
         both, either = " and ".join(lits), " or ".join(lits)
         pairs += [
-            ("content-reversed", f"I moved the timestamps away from {both}.", f"I moved the timestamps to {both}."),
+            (
+                "content-reversed",
+                f"I moved the timestamps away from {both}.",
+                f"I moved the timestamps to {both}.",
+            ),
             (
                 "content-negated",
                 f"I did not check whether they are {either}.",

@@ -13,7 +13,7 @@ import duckdb
 import polars as pl
 
 from . import prose
-from .rows import result, run_texts
+from .rows import Row, result, run_texts
 
 
 @lru_cache(maxsize=65536)
@@ -25,7 +25,7 @@ def cited_in(text: str, adr_id: str) -> bool:
 
 
 def rule(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
-    rows = []
+    rows: list[Row] = []
     for run in run_texts(con, retrieval_only=False):
         if run.kind != "retrieval" or not run.correct_adr:
             rows.append((run.run_id, None, [], None))

@@ -25,7 +25,7 @@ import duckdb
 import polars as pl
 
 from . import prose
-from .rows import patterns, result, run_texts
+from .rows import Row, patterns, result, run_texts
 
 _PROSPECTIVE = re.compile(
     r"\b(?:would|will|'d|'ll|need|needs|needed|must|have to|has to|had to|require|requires|required|"
@@ -38,11 +38,15 @@ _OTHER_CONFLICT = re.compile(
     r"package|file|edit|schedule|scheduling)\s+$",
     re.I,
 )
-_EXCLUDED_BEFORE = re.compile(r"\b(?:not|rather than|instead of|unlike|other than|apart from|except|but not)\s+$", re.I)
+_EXCLUDED_BEFORE = re.compile(
+    r"\b(?:not|rather than|instead of|unlike|other than|apart from|except|but not)\s+$", re.I
+)
 
 
 def _ids(text: str) -> list[str]:
-    return [i for a, _, i in prose.adr_mentions(text) if not _EXCLUDED_BEFORE.search(text[max(0, a - 20) : a])]
+    return [
+        i for a, _, i in prose.adr_mentions(text) if not _EXCLUDED_BEFORE.search(text[max(0, a - 20) : a])
+    ]
 
 
 def _targets(msg: prose.Message, k: int) -> list[str]:
@@ -80,7 +84,9 @@ def _why_not(msg: prose.Message, k: int, m: re.Match[str]) -> str | None:
 
 
 @lru_cache(maxsize=65536)
-def in_message(text: str, correct: str, cues: tuple[re.Pattern[str], ...], run_ids: frozenset[str]) -> str | None:
+def in_message(
+    text: str, correct: str, cues: tuple[re.Pattern[str], ...], run_ids: frozenset[str]
+) -> str | None:
     """None when one message flags the conflict with `correct`; else why its first cue was no flag
     ('' = no cue). `run_ids`: the ADRs the run cites, for a message that cites none itself."""
     if not any(cue.search(text) for cue in cues):
@@ -100,10 +106,15 @@ def in_message(text: str, correct: str, cues: tuple[re.Pattern[str], ...], run_i
     return first
 
 
-def flags(messages: list[tuple[int, str]], correct: str, cues: list[re.Pattern[str]]) -> tuple[list[int], str]:
+def flags(
+    messages: list[tuple[int, str]], correct: str, cues: list[re.Pattern[str]]
+) -> tuple[list[int], str]:
     """(seqs of messages that flag the conflict with `correct`, why the first rejected cue was rejected)."""
     run_ids = frozenset(
-        i for _, t in messages if any(ch.isdigit() for ch in t) for _, _, i in prose.adr_mentions(prose.analyse(t).clean)
+        i
+        for _, t in messages
+        if any(ch.isdigit() for ch in t)
+        for _, _, i in prose.adr_mentions(prose.analyse(t).clean)
     )
     hits: list[int] = []
     rejected = ""
@@ -118,7 +129,7 @@ def flags(messages: list[tuple[int, str]], correct: str, cues: list[re.Pattern[s
 
 def rule(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     cues = patterns(con, "conflict")
-    rows = []
+    rows: list[Row] = []
     for run in run_texts(con):
         if not run.require_conflict or not run.correct_adr:
             continue

@@ -28,7 +28,7 @@ import duckdb
 import polars as pl
 
 from . import prose
-from .rows import result, run_texts
+from .rows import Row, result, run_texts
 
 _OUT = (
     r"superseded|obsolete|deprecated|outdated|replaced|retired|overridden|overruled|rescinded|revoked|"
@@ -58,7 +58,9 @@ _OBJECT_OF = re.compile(
     r"(?:the\s+)?(?:(?!by\b)\w+\s+)?(?:adr|decision|record)?[\s#-]*$",
     re.I,
 )
-_NOT_BEFORE = re.compile(r"\b(?:not|never|rather than|instead of|unlike|over)\s+(?:\w+\s+){0,1}?(?:adr\s*)?[#-]?$", re.I)
+_NOT_BEFORE = re.compile(
+    r"\b(?:not|never|rather than|instead of|unlike|over)\s+(?:\w+\s+){0,1}?(?:adr\s*)?[#-]?$", re.I
+)
 _PAST_FRAMING = re.compile(
     r"\b(?:previously|originally|historically|formerly|used to|at first|back then|in the past|until)\b", re.I
 )
@@ -89,10 +91,13 @@ def _attached_id(text: str, pos: int, mentions: list[tuple[int, int, str]]) -> i
 def _live_asserted(text: str, k: int, mentions: list[tuple[int, int, str]]) -> bool:
     """An unnegated live assertion in the clause is about mention k."""
     for m in _LIVE.finditer(text):
-        if not prose.negated(text, m.start(), 3) and _attached_id(text, m.start(), mentions) == k:
-            # "0001 no longer applies" negates the live word: that is a marker, handled below.
-            if not re.search(r"\bno longer\s+$", text[: m.start()], re.I):
-                return True
+        # "0001 no longer applies" negates the live word: that is a marker, handled in _dead.
+        if (
+            not prose.negated(text, m.start(), 3)
+            and _attached_id(text, m.start(), mentions) == k
+            and not re.search(r"\bno longer\s+$", text[: m.start()], re.I)
+        ):
+            return True
     return False
 
 
@@ -110,7 +115,11 @@ def _dead(text: str, k: int, mentions: list[tuple[int, int, str]]) -> bool:
     for pat in (_PREDICATE, _NO_LONGER):
         if (m := pat.match(after)) and not prose.negated(after, m.start("q"), 3):
             return True
-    if re.match(r"^\W*(?:\w+\s+){0,2}?(?:does|do|did|is|are|was)\s*(?:not|n't)\s+(?:\w+\s+)?(?:appl|govern|in force|current|valid|relevant)", after, re.I):
+    if re.match(
+        r"^\W*(?:\w+\s+){0,2}?(?:does|do|did|is|are|was)\s*(?:not|n't)\s+(?:\w+\s+)?(?:appl|govern|in force|current|valid|relevant)",
+        after,
+        re.I,
+    ):
         return True
     return bool(_PAST_FRAMING.search(before)) and not prose.negated(before, len(before))
 
@@ -134,7 +143,7 @@ def live_citations(text: str, distractor: str) -> tuple[str, ...]:
 
 
 def rule(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
-    rows = []
+    rows: list[Row] = []
     for run in run_texts(con):
         if not run.distractors:
             continue

@@ -138,7 +138,13 @@ def analyse(text: str) -> Message:
         parts = _split(sent, msent, _FINE, i, q)
         # An interrogative clause anywhere in a question sentence makes it a question too.
         fine.extend(
-            Clause(c.text, c.masked, c.sentence, c.index, c.question or (q and bool(_QUESTION_START.match(c.masked))))
+            Clause(
+                c.text,
+                c.masked,
+                c.sentence,
+                c.index,
+                c.question or (q and bool(_QUESTION_START.match(c.masked))),
+            )
             for c in parts
         )
         coarse.extend(_split(sent, msent, _COARSE, i, q))
@@ -210,9 +216,10 @@ def cites(text: str, adr_id: str) -> list[tuple[int, int]]:
     for m in cite_re(adr_id).finditer(text):
         a, b = m.start(), m.end()
         before, after = text[max(0, a - 40) : a], text[b : b + 40]
-        if m.group("bare"):
-            if re.search(r"\d[-/]$", before) or re.match(r"[-/]\d", after) or _REF_WORD.search(before):
-                continue
+        if m.group("bare") and (
+            re.search(r"\d[-/]$", before) or re.match(r"[-/]\d", after) or _REF_WORD.search(before)
+        ):
+            continue
         if _NOT_FOUND_BEFORE.search(before) or _NOT_FOUND_AFTER.match(after):
             continue
         out.append((a, b))

@@ -45,7 +45,10 @@ def run_texts(con: duckdb.DuckDBPyConnection, *, retrieval_only: bool = True) ->
         f"""SELECT r.run_id, r.variant, m.kind, m.match, m.correct_adr, m.require_conflict, m.distractors
             FROM runs r JOIN scenario_meta m ON m.variant = r.variant {where} ORDER BY r.run_id"""
     ).fetchall()
-    runs = {row[0]: RunText(*row[:6], distractors=list(row[6] or [])) for row in meta}
+    runs = {
+        run_id: RunText(run_id, variant, kind, match, correct, bool(conflict), list(distractors or []))
+        for run_id, variant, kind, match, correct, conflict, distractors in meta
+    }
     if not runs:
         return []
     texts = con.execute(
@@ -68,6 +71,10 @@ def patterns(con: duckdb.DuckDBPyConnection, role: str) -> dict[str, list[re.Pat
     return out
 
 
-def result(rows: list[tuple[str, bool | None, list[int], str | None]]) -> pl.DataFrame:
+#: One output row: run_id, ok (None = not applicable), evidence seqs, reason.
+Row = tuple[str, bool | None, list[int], str | None]
+
+
+def result(rows: list[Row]) -> pl.DataFrame:
     """The rule's output frame from (run_id, ok, evidence, reason) tuples."""
     return pl.DataFrame(rows, schema=RESULT_SCHEMA, orient="row")

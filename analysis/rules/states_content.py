@@ -21,7 +21,7 @@ import duckdb
 import polars as pl
 
 from . import prose
-from .rows import patterns, result, run_texts
+from .rows import Row, patterns, result, run_texts
 
 _REVERSAL = re.compile(
     r"\b(?:away from|instead of|rather than|in place of|no longer|stop using|stopped using|drop|dropped|"
@@ -96,7 +96,7 @@ def asserted(messages: list[tuple[int, str]], pattern: re.Pattern[str]) -> tuple
 
 def rule(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     wanted = patterns(con, "content")
-    rows = []
+    rows: list[Row] = []
     for run in run_texts(con, retrieval_only=False):
         if run.kind != "retrieval" or run.match != "content" or not wanted.get(run.variant):
             rows.append((run.run_id, None, [], None))

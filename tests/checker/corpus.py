@@ -142,4 +142,6 @@ if __name__ == "__main__":
     wrong = scored.filter(pl.col("got").ne(pl.col("expected")) | pl.col("got").is_null())
     print(f"{wrong.height} case(s) where the rule and the label differ:")
     for r in wrong.iter_rows(named=True):
-        print(f"WRONG {r['run_id']} [{r['class']}] expected {r['expected']} got {r['got']}: {r['text']!r} ({r['reason']})")
+        print(
+            f"WRONG {r['run_id']} [{r['class']}] expected {r['expected']} got {r['got']}: {r['text']!r} ({r['reason']})"
+        )

@@ -112,7 +112,9 @@ class TestRescoring:
         # Both are Python rules, so this also shows a copied rules directory's modules are the ones run.
         verdict = (rules / "verdict.py").read_text()
         assert "ELSE cite_ok END, false)" in verdict
-        (rules / "verdict.py").write_text(verdict.replace("ELSE cite_ok END, false)", "ELSE true END, false)"))
+        (rules / "verdict.py").write_text(
+            verdict.replace("ELSE cite_ok END, false)", "ELSE true END, false)")
+        )
         conflict = (rules / "flags_conflict.py").read_text()
         assert "(run.run_id, bool(ev), ev, reason)" in conflict
         (rules / "flags_conflict.py").write_text(
