@@ -38,6 +38,7 @@ _OTHER_CONFLICT = re.compile(
     r"package|file|edit|schedule|scheduling)\s+$",
     re.I,
 )
+_NOTHING_AFTER = re.compile(r"\w*\s+(?:with\s+|in\s+)?(?:nothing|none|no)\b", re.I)
 _EXCLUDED_BEFORE = re.compile(
     r"\b(?:not|rather than|instead of|unlike|other than|apart from|except|but not)\s+$", re.I
 )
@@ -73,6 +74,8 @@ def _why_not(msg: prose.Message, k: int, m: re.Match[str]) -> str | None:
         return "a question"
     if prose.negated(c.masked, m.start()):
         return "negated"
+    if _NOTHING_AFTER.match(c.masked[m.end() :]):
+        return "negated"  # "contradicts nothing in ADR-0002"
     nxt = msg.fine[k + 1] if k + 1 < len(msg.fine) else None
     if nxt is not None and nxt.sentence == c.sentence and prose.bare_negative(nxt):
         return "negated"

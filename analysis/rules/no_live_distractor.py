@@ -47,7 +47,7 @@ _APPOSITION = re.compile(
 )
 _PREDICATE = re.compile(
     r"^[^;]{0,60}?\b(?:is|was|were|are|has been|have been|had been|been|got|now|'s|became|becomes)\s+"
-    r"(?:\w+\s+){0,2}?(?P<q>" + _OUT + r")",
+    r"(?:\w+\s+){0,2}?(?P<q>" + _OUT + r"|(?:original|previous|earlier|former|old|older|first|prior)\b)",
     re.I,
 )
 _NO_LONGER = re.compile(r"^\W*(?:\w+\W+){0,3}?(?P<q>no longer)\b", re.I)

@@ -8,6 +8,7 @@ state it); fenced code does not. A match is not an assertion when it is:
   local time", "switched from UTC to local time" (but "converted local time to UTC" asserts UTC);
 - a question or embedded question: "Should they be UTC?", "I did not check whether they are UTC";
 - hedged: "maybe UTC", "probably ISO-8601" — a guess is not the decision retrieved;
+- deferred: "UTC/ISO-8601 conversion is left for later", "TODO", "not yet", "out of scope";
 - a search, not a statement: "I searched for UTC", "grepped for ISO-8601".
 NULL for other scenarios. Cases: cases/states_content.yaml.
 """
@@ -44,6 +45,9 @@ _SEARCH = re.compile(
     r"(?:for|through)\b|\b(?:the word|the string|keyword)\b",
     re.I,
 )
+_DEFERRED = re.compile(
+    r"\b(?:left for later|for later|todo|to-do|not yet|pending|deferred|out of scope|follow-up)\b", re.I
+)
 _POST_NEGATION = re.compile(
     r"^\W*(?:\w+\W+)?(?:is|are|was|were|does|do|did|must|should|will|would|can)\s*(?:not|n't)\b", re.I
 )
@@ -61,6 +65,8 @@ def why_not(clause: prose.Clause, m: re.Match[str]) -> str | None:
         return "reversed"
     if _HEDGE.search(before):
         return "hedged"
+    if _DEFERRED.search(text):
+        return "deferred"
     if _SEARCH.search(before):
         return "searched for, not stated"
     return None
