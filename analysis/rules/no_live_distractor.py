@@ -42,7 +42,7 @@ _ATTRIBUTE = re.compile(
     re.I,
 )
 _APPOSITION = re.compile(
-    r"^\s*[(\[—–,:-]+\s*(?:status:?\s*)?(?:now\s+|since\s+)?(?:" + _OUT + r")",
+    r"^\s*(?:[(\[—–,:→-]|->|=>)+\s*(?:status:?\s*)?(?:now\s+|since\s+)?(?:" + _OUT + r")",
     re.I,
 )
 _PREDICATE = re.compile(

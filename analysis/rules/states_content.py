@@ -30,6 +30,7 @@ _REVERSAL = re.compile(
     r"(?![^\n]*\b(?:to|with|into|by|for)\b)",
     re.I,
 )
+_PAST_STATE = re.compile(r"\b(?:previously|formerly|originally|used to|until now)\b", re.I)
 _CHANGE_FROM = re.compile(
     r"\b(?:switch|switched|change|changed|move|moved|convert|converted|migrate|migrated|went|go|swap|"
     r"swapped|turn|turned)\b[^\n]*\bfrom\b(?![^\n]*\b(?:to|into)\b)",
@@ -61,7 +62,7 @@ def why_not(clause: prose.Clause, m: re.Match[str]) -> str | None:
         return "a question"
     if prose.negated(text, pos) or _POST_NEGATION.match(text[m.end() :]):
         return "negated"
-    if _REVERSAL.search(before) or _CHANGE_FROM.search(before):
+    if _REVERSAL.search(before) or _CHANGE_FROM.search(before) or _PAST_STATE.search(before):
         return "reversed"
     if _HEDGE.search(before):
         return "hedged"
