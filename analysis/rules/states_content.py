@@ -5,7 +5,7 @@ in the agent's text (across messages is fine). Quoting the decision counts (that
 state it); fenced code does not. A match is not an assertion when it is:
 - negated: "not UTC", "without converting to UTC", "UTC is not used";
 - reversed: "moved away from UTC", "instead of ISO-8601", "rather than UTC", "replaced UTC with
-  local time", "switched from UTC to local time" (but "converted local time to UTC" asserts UTC);
+  local time", "switched from UTC to local time" (but "converted local time to UTC" asserts UTC), or a past state ("were previously UTC", "used to be UTC");
 - a question or embedded question: "Should they be UTC?", "I did not check whether they are UTC";
 - hedged: "maybe UTC", "probably ISO-8601" — a guess is not the decision retrieved;
 - deferred: "UTC/ISO-8601 conversion is left for later", "TODO", "not yet", "out of scope";
