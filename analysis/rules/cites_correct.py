@@ -16,7 +16,7 @@ from . import prose
 from .rows import Row, result, run_texts
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=8192)
 def cited_in(text: str, adr_id: str) -> bool:
     """Whether one message cites ADR `adr_id`."""
     if (adr_id.lstrip("0") or "0") not in text:

@@ -86,7 +86,7 @@ def _why_not(msg: prose.Message, k: int, m: re.Match[str]) -> str | None:
     return None
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=8192)
 def in_message(
     text: str, correct: str, cues: tuple[re.Pattern[str], ...], run_ids: frozenset[str]
 ) -> str | None:

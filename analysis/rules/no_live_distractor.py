@@ -1,7 +1,7 @@
 """R2: a superseded distractor ADR (0001) must not be cited as if it were live.
 
-Each citation of the distractor in the agent's own words (not fenced code, not quotes; see
-`prose.cites` for what is not a citation) is read in its clause (split at `;` and at "but",
+Each citation of the distractor in the agent's text (not fenced code, but quotes included: quoting
+0001 still cites it; see `prose.cites` for what is not a citation) is read in its clause (split at `;` and at "but",
 "however", "although", "while", ...; brackets and dashes stay inside). It is LIVE unless a
 marker ties it to being out of force, and no live assertion overrides that:
 - out of force: an attribute right before it ("the superseded/old/former/previous ADR-0001"),
@@ -124,14 +124,16 @@ def _dead(text: str, k: int, mentions: list[tuple[int, int, str]]) -> bool:
     return bool(_PAST_FRAMING.search(before)) and not prose.negated(before, len(before))
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=8192)
 def live_citations(text: str, distractor: str) -> tuple[str, ...]:
     """The clauses of one message that cite `distractor` as if it were live."""
     if (distractor.lstrip("0") or "0") not in text:
         return ()  # cheap pre-filter
     out = []
     for clause in prose.analyse(text).coarse:
-        t = clause.masked
+        # Quotes are NOT masked here: quoting the distractor ("Per “ADR-0001: …”, I kept 30 s") is
+        # still citing it, and a false PASS is the worse error.
+        t = clause.text
         mentions = prose.adr_mentions(t)
         for k, (_, _, adr_id) in enumerate(mentions):
             if adr_id != distractor:

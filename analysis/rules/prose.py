@@ -120,7 +120,7 @@ def _split(text: str, masked: str, pattern: re.Pattern[str], sentence: int, ques
     return out
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=8192)
 def analyse(text: str) -> Message:
     """Clean, split into sentences (split on the quote-masked text) and clauses."""
     cleaned = clean(text)
@@ -166,6 +166,14 @@ def negated(text: str, pos: int, n: int = WINDOW) -> bool:
 def embedded_question(text: str, pos: int) -> bool:
     """'I checked whether it conflicts', 'to see if it is UTC': not an assertion."""
     return bool(_EMBEDDED_QUESTION.search(text[:pos]))
+
+
+def quoted_question(text: str, pos: int) -> bool:
+    """Whether `pos` lies inside a quoted span that is itself a question ('You asked "UTC?"')."""
+    return any(
+        m.start() <= pos < m.end() and m.group(0)[1:-1].rstrip().endswith(("?", "？"))
+        for m in _QUOTES.finditer(text)
+    )
 
 
 def bare_negative(clause: Clause) -> bool:

@@ -58,7 +58,7 @@ def why_not(clause: prose.Clause, m: re.Match[str]) -> str | None:
     """Why the match is not an assertion of the content, or None when it is one."""
     text, pos = clause.text, m.start()
     before = text[:pos]
-    if clause.question or prose.embedded_question(text, pos):
+    if clause.question or prose.embedded_question(text, pos) or prose.quoted_question(text, pos):
         return "a question"
     if prose.negated(text, pos) or _POST_NEGATION.match(text[m.end() :]):
         return "negated"
@@ -73,7 +73,7 @@ def why_not(clause: prose.Clause, m: re.Match[str]) -> str | None:
     return None
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=8192)
 def in_message(text: str, pattern: re.Pattern[str]) -> str | None:
     """None when one message asserts `pattern`; else why its first match is no assertion ('' = none)."""
     if not pattern.search(text):
