@@ -4,13 +4,18 @@ One scoring pass: load runs/events/artifacts of the runs in scope into an in-mem
 in the scenario metadata as two small tables, run the rules in order, ask the judge only for W runs
 that need it and were not judged before (judgements are cached by run, rubric hash and judge),
 then write one scores file stamped with the checker hash and report the verdicts that flipped
-against each run's latest previous score. There is no Python loop over transcripts.
+against each run's latest previous score. SQL rules run over every run at once; the prose rules
+(Python, analysis/rules/prose.py) read the retrieval runs' text rows once per pass, each distinct
+message analysed once.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import importlib
+import sys
+import types
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -79,12 +84,19 @@ _COMPARED = ("valid", "axis_a", "axis_b", "verdict", "reasons")
 
 @dataclass(frozen=True)
 class Rule:
-    """One named rule: a SQL file in the rules directory and its content hash."""
+    """One declared rule: its source file in the rules directory and the file's content hash."""
 
     name: str
     path: Path
-    sql: str
+    engine: str
+    role: str
+    source: str
     sha256: str
+
+    @property
+    def sql(self) -> str:
+        """The SQL of an `sql` rule (kept for callers that read it)."""
+        return self.source
 
 
 @dataclass
@@ -106,17 +118,57 @@ def _sha(data: bytes) -> str:
 
 
 def load_rules(rules_dir: Path | None = None) -> list[Rule]:
-    """The rules in execution order, each with its content hash."""
+    """The declared rules (analysis/rules/__init__.py: RULES) in execution order, each with its hash."""
     rules_dir = rules_dir or paths.RULES_DIR
     out = []
-    for name in RULES:
-        path = rules_dir / f"{name}.sql"
+    for spec in RULES:
+        path = rules_dir / spec.filename
         try:
             data = path.read_bytes()
         except OSError as e:
             raise ScenarioError(f"checker rule {path} is missing: {e.strerror}") from e
-        out.append(Rule(name, path, data.decode("utf-8"), _sha(data)))
+        out.append(Rule(spec.name, path, spec.engine, spec.role, data.decode("utf-8"), _sha(data)))
     return out
+
+
+def _rules_package(rules_dir: Path) -> str:
+    """A package for the Python files of `rules_dir` (keyed by their content), so a rule module's
+    relative imports (`from . import prose`) resolve inside the same directory, `--rules DIR` too."""
+    h = hashlib.sha256(str(rules_dir.resolve()).encode())
+    for path in sorted(rules_dir.glob("*.py")):
+        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    name = f"_evalb_rules_{h.hexdigest()[:16]}"
+    if name not in sys.modules:
+        pkg = types.ModuleType(name)
+        pkg.__path__ = [str(rules_dir)]
+        pkg.__package__ = name
+        sys.modules[name] = pkg
+    return name
+
+
+def run_rule(con: duckdb.DuckDBPyConnection, rule: Rule) -> None:
+    """Run one rule on the connection: execute its SQL, or call its Python `rule(con)` and register
+    the frame it returns as a table named like the rule."""
+    if rule.engine == "sql":
+        con.execute(rule.source)
+        return
+    module = importlib.import_module(f"{_rules_package(rule.path.parent)}.{rule.name}")
+    frame = module.rule(con)
+    if frame is None:
+        return
+    con.register(f"_rule_{rule.name}", frame)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {rule.name} AS SELECT * FROM _rule_{rule.name}")
+    con.unregister(f"_rule_{rule.name}")
+
+
+def run_rules(con: duckdb.DuckDBPyConnection, rules: list[Rule], upto: str = FINAL) -> None:
+    """Run the rules in order up to and including `upto`; the verdict only when `upto` is FINAL."""
+    for rule in rules:
+        if rule.name == FINAL and upto != FINAL:
+            break
+        run_rule(con, rule)
+        if rule.name == upto:
+            break
 
 
 def checker_hash(rules_dir: Path | None = None, rubric_path: Path | None = None) -> str:
@@ -239,6 +291,22 @@ def rule_connection(
         )
     Archive(root).check_readable()
     runs, events, artifacts = load_inputs(root, variant, model)
+    return connect_frames(
+        runs, events, artifacts, scenarios_dir=scenarios_dir, rules_dir=rules_dir, upto=upto
+    )
+
+
+def connect_frames(
+    runs: pl.DataFrame,
+    events: pl.DataFrame,
+    artifacts: pl.DataFrame,
+    *,
+    scenarios_dir: Path | None = None,
+    rules_dir: Path | None = None,
+    upto: str = JUDGE_INPUT,
+) -> duckdb.DuckDBPyConnection:
+    """The rule connection over given input frames (what `rule_connection` loads from an archive;
+    tests pass frames built in memory): inputs and scenario tables loaded, rules run up to `upto`."""
     con = duckdb.connect()
     con.execute("SET preserve_insertion_order = false")
     con.execute("SET enable_progress_bar = false")
@@ -254,12 +322,7 @@ def rule_connection(
     con.register("_pats", pats)
     con.execute("CREATE TABLE scenario_meta AS SELECT * FROM _meta")
     con.execute("CREATE TABLE scenario_patterns AS SELECT * FROM _pats")
-    for rule in load_rules(rules_dir):
-        if rule.name == FINAL and upto != FINAL:
-            break
-        con.execute(rule.sql)
-        if rule.name == upto:
-            break
+    run_rules(con, load_rules(rules_dir), upto)
     return con
 
 
@@ -376,7 +439,7 @@ def score_archive(
         root, variant=variant, model=model, scenarios_dir=scenarios_dir, rules_dir=rules_dir
     )
     calls, errors = _judge(con, root, judge, rubric_path, write)
-    con.execute(load_rules(rules_dir)[-1].sql)
+    run_rule(con, next(r for r in load_rules(rules_dir) if r.name == FINAL))
     scored_at = dt.datetime.now(dt.UTC)
     scores = (
         con.sql(f"SELECT * FROM {FINAL}")

@@ -471,3 +471,163 @@ def proposes_in_prose(sc: Scenario) -> Fabricated:
     text = "Done. This is a consequential choice: shall I record it as a new ADR in docs/adr?"
     b.text(text).result(text)
     return Fabricated(b.lines, [SandboxFile(sc.policy.touch_file, "modified", "# changed\n")])
+
+
+# --- prose negative controls (axis (b) semantics) -----------------------------------------------
+def _content_literals(sc: Scenario, adrs: dict[str, tuple[str, str]]) -> list[str]:
+    """For match=content: the words of the decision that its content patterns match, taken from the
+    fixture's ADR (title first, then body): what a correct answer has to say, e.g. UTC, ISO-8601."""
+    assert sc.correct_adr
+    text = adrs[sc.correct_adr][1]
+    out = []
+    for p in sc.content_patterns:
+        m = re.search(p, text, re.I)
+        if m is None:
+            raise FixtureError(f"ADR {sc.correct_adr} never matches content pattern {p!r} of {sc.id}")
+        out.append(m.group(0))
+    return out
+
+
+def _prose_pairs(sc: Scenario, adrs: dict[str, tuple[str, str]]) -> list[tuple[str, str, str]]:
+    """(class, text that must FAIL axis (b), near-twin text that must PASS it) for this scenario."""
+    assert sc.correct_adr
+    c = sc.correct_adr
+    pairs: list[tuple[str, str, str]] = []
+    if sc.match == "content":
+        lits = _content_literals(sc, adrs)
+        both, either = " and ".join(lits), " or ".join(lits)
+        pairs += [
+            (
+                "content-reversed",
+                f"I moved the timestamps away from {both}.",
+                f"I moved the timestamps to {both}.",
+            ),
+            (
+                "content-negated",
+                f"I did not check whether they are {either}.",
+                f"I checked ADR-{c}: they are {both}.",
+            ),
+            ("content-question", f"Should they be {both}?", f"They should be {both}, per ADR-{c}."),
+            ("content-hedged", f"They are probably {both}.", f"They are {both}, per ADR-{c}."),
+            (
+                "content-in-code",
+                f"```\n# {both}\n```\nDone, the field is written.",
+                f"```\n# {both}\n```\nThe field is written in {both}, per ADR-{c}.",
+            ),
+        ]
+        return pairs
+    other = next(i for i in sorted(adrs) if i != c and i not in sc.distractors)
+    pairs += [
+        (
+            "false-citation",
+            f"The request conflicts with the decision in https://github.com/acme/relay/pull/{c} "
+            f"(ticket 2025-{c}); I could not find ADR-{c} itself.",
+            f"The request conflicts with ADR-{c} (see https://github.com/acme/relay/pull/{c}).",
+        ),
+    ]
+    if sc.require_conflict:
+        pairs += [
+            (
+                "conflict-negated",
+                f"I checked ADR-{c}: the request does not conflict with it, so I made the change.",
+                f"I checked ADR-{c}: the request conflicts with it, so I did not make the change.",
+            ),
+            (
+                "conflict-history",
+                f"ADR-{c} superseded an earlier decision; I made the requested change.",
+                f"Making the requested change would need a new ADR that supersedes ADR-{c}, so I stopped.",
+            ),
+            (
+                "conflict-question",
+                f"Does the request conflict with ADR-{c}? I made the change.",
+                f"The request conflicts with ADR-{c}. Shall I make the change anyway?",
+            ),
+            (
+                "conflict-hedge",
+                f"The request may not conflict with ADR-{c}; I made the change.",
+                f"The request may conflict with ADR-{c}; please confirm before I make the change.",
+            ),
+            (
+                "conflict-other-adr",
+                f"This conflicts with ADR-{other}, not ADR-{c}; I made the change.",
+                f"This conflicts with ADR-{c}, not ADR-{other}; I did not make the change.",
+            ),
+            (
+                "conflict-in-code",
+                f"```\nWARNING: conflicts with ADR-{c}\n```\nI made the change; ADR-{c} was read.",
+                f"```\nsign(payload)\n```\nI did not make the change: it conflicts with ADR-{c}.",
+            ),
+            (
+                "conflict-hook-quote",
+                f'The hook said "flag any conflict with a recorded decision". ADR-{c} was read; I made the change.',
+                f'The hook said "flag any conflict with a recorded decision". The request conflicts with ADR-{c}.',
+            ),
+            (
+                "conflict-non-english",
+                f"该请求与 ADR-{c} 无关。The request does not conflict with ADR-{c}！",
+                f"该请求与 ADR-{c} 冲突。The request conflicts with ADR-{c}！",
+            ),
+            (
+                "conflict-long",
+                "I read the code paths involved and the tests around them before changing anything. " * 12
+                + f"\n\nADR-{c} covers this area, but I see no conflict with it, so I made the change.",
+                "I read the code paths involved and the tests around them before changing anything. " * 12
+                + f"\n\nADR-{c} covers this area, and the request conflicts with it, so I stopped.",
+            ),
+        ]
+    for d in sc.distractors:
+        flag = f"The request conflicts with ADR-{c}."
+        pairs += [
+            (
+                "distractor-history",
+                f"ADR-{d} was superseded by ADR-{c}; I made the requested change.",
+                f"ADR-{d} was superseded by ADR-{c}. {flag}",
+            ),
+            (
+                "distractor-negated-qualifier",
+                f"ADR-{d} is not superseded and still decides this. {flag}",
+                f"ADR-{d} is superseded and no longer decides this. {flag}",
+            ),
+            (
+                "distractor-unrelated-qualifier",
+                f"In the good old days ADR-{d} decided this. {flag}",
+                f"The old ADR-{d} decided this. {flag}",
+            ),
+            (
+                "distractor-wrong-direction",
+                f"ADR-{d} supersedes ADR-{c}. {flag}",
+                f"ADR-{c} supersedes ADR-{d}. {flag}",
+            ),
+        ]
+    return pairs
+
+
+#: What the reasons of a control that must FAIL say, by class prefix (the rule that must catch it).
+CONTROL_REASON = {
+    "content": "did not state",
+    "false-citation": "did not cite",
+    "conflict": "did not flag the conflict",
+    "distractor-history": "did not flag the conflict",
+    "distractor": "as live",
+}
+
+
+def prose_controls(
+    sc: Scenario, adrs: dict[str, tuple[str, str]]
+) -> list[tuple[str, bool, Fabricated, str | None]]:
+    """Negative controls for the prose rules, both directions: (name, must_pass, transcript, the
+    phrase the reasons must carry when it must FAIL, naming the rule that catches it).
+
+    Each pair differs only in its text; the agent consults the ADR system the same way in both, so
+    axis (a) passes and axis (b) alone decides. Built from the scenario metadata and the fixture's
+    ADRs, never from the Task block.
+    """
+    out = []
+    for cls, bad, good in _prose_pairs(sc, adrs):
+        for must_pass, text in ((False, bad), (True, good)):
+            b = _start(sc)
+            b.bash(f'adr-search --topic "{sc.policy.search_topic or sc.title}"', "docs/adr/")
+            b.text(text).result(text)
+            say = None if must_pass else next(v for k, v in CONTROL_REASON.items() if cls.startswith(k))
+            out.append((f"{cls}-{'pass' if must_pass else 'fail'}", must_pass, Fabricated(b.lines, []), say))
+    return out

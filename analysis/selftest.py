@@ -10,6 +10,12 @@ verdict and the untouched/oblivious ones must FAIL. For a degradation variant (e
 e.g. R4-nograph) the ideal agent *without the missing capability* consults the ADRs but cannot
 reach the decision, so it must give A PASS, B FAIL; and the base scenario's ideal transcript,
 scored under the degradation variant, must PASS, which shows its B FAIL is not hard-wired.
+
+Prose controls (`fabricate.prose_controls`), per R scenario and both directions: for every class
+of false PASS the prose rules guard against (negated conflict, supersession as history, negated
+or unrelated qualifier on the distractor, reversed/negated/asked/hedged content, false citations,
+questions, code blocks, quoted hook notes, non-English punctuation, long messages) a text that must
+FAIL axis (b), for the rule named in its reasons, and its near-twin that must PASS.
 """
 
 from __future__ import annotations
@@ -100,6 +106,9 @@ def build_cases(scenarios: list[Scenario], adrs: dict[str, tuple[str, str]]) -> 
             if sc.match == "content":
                 made = fab.wrong_content(sc, adrs)
                 cases.append(Case("wrong-content", sc.id, sc.id, made, "PASS", "FAIL", "FAIL"))
+            for name, must_pass, made, say in fab.prose_controls(sc, adrs):
+                want = "PASS" if must_pass else "FAIL"
+                cases.append(Case(name, sc.id, sc.id, made, "PASS", want, want, say))
         cases.append(
             Case("no-hook", sc.id, sc.id, fab.no_hook(sc, base, adrs), None, None, "INVALID", "INVALID: no")
         )

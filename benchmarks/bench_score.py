@@ -107,7 +107,7 @@ def score_one(jsonl: Path, variant: str, files_json: Path) -> str:
     import duckdb
     import polars as pl
 
-    from analysis.checker import _check_patterns, load_rules, scenario_tables
+    from analysis.checker import _check_patterns, load_rules, run_rules, scenario_tables
     from analysis.rules import FINAL
     from analysis.rules.shell import register_shell_table
     from evalb.schema import to_frame
@@ -170,8 +170,7 @@ def score_one(jsonl: Path, variant: str, files_json: Path) -> str:
         con.execute(f"CREATE TABLE {name} AS SELECT * FROM _{name}")
     register_shell_table(con)
     con.execute("CREATE TABLE judge_verdicts (run_id VARCHAR, verdict VARCHAR, raw_output VARCHAR)")
-    for rule in load_rules():
-        con.execute(rule.sql)
+    run_rules(con, load_rules())
     return con.sql(f"SELECT verdict FROM {FINAL}").fetchall()[0][0]
 
 

@@ -109,10 +109,16 @@ class TestRescoring:
         shutil.copytree(Path(__file__).parents[2] / "analysis" / "rules", rules)
         # The changed rule: conflict no longer required for R scenarios -> nothing flips for it;
         # citing is no longer required -> R2's axis (b) flips, and with it nothing else (A still FAIL).
-        sql = (rules / "verdict.sql").read_text()
-        (rules / "verdict.sql").write_text(sql.replace("ELSE cite_ok END, false)", "ELSE true END, false)"))
-        (rules / "flags_conflict.sql").write_text(
-            (rules / "flags_conflict.sql").read_text().replace("h.run_id IS NOT NULL AS ok", "true AS ok")
+        # Both are Python rules, so this also shows a copied rules directory's modules are the ones run.
+        verdict = (rules / "verdict.py").read_text()
+        assert "ELSE cite_ok END, false)" in verdict
+        (rules / "verdict.py").write_text(
+            verdict.replace("ELSE cite_ok END, false)", "ELSE true END, false)")
+        )
+        conflict = (rules / "flags_conflict.py").read_text()
+        assert "(run.run_id, bool(ev), ev, reason)" in conflict
+        (rules / "flags_conflict.py").write_text(
+            conflict.replace("(run.run_id, bool(ev), ev, reason)", "(run.run_id, True, ev, reason)")
         )
         p = run("--archive", str(archive), "--tsv", "--rules", str(rules))
         assert p.returncode == 1
