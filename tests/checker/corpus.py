@@ -20,6 +20,7 @@ from pathlib import Path
 import polars as pl
 import yaml
 
+from analysis import checker
 from analysis import fabricate as fab
 from analysis.checker import connect_frames
 from evalb import paths
@@ -47,10 +48,13 @@ class Case:
 
 
 def load_cases(cases_dir: Path = CASES_DIR) -> list[Case]:
-    """Every case of every rule's cases file."""
+    """Every case of every prose rule's cases file (texts of the agent). Axis (a)'s tool-call cases
+    (`consulted.yaml`) have their own driver, tests/checker/test_consulted_cases.py."""
     out = []
     for path in sorted(cases_dir.glob("*.yaml")):
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        if path.stem == "consulted":
+            continue
         for n, c in enumerate(doc["cases"]):
             text = c["text"]
             messages = tuple(text) if isinstance(text, list) else (text,)
@@ -73,6 +77,7 @@ def _runs(cases: list[Case]) -> pl.DataFrame:
             "outcome": ["completed"] * len(cases),
             "outcome_detail": [""] * len(cases),
             "reached_model": [True] * len(cases),
+            "plugin_name": ["os-adr"] * len(cases),
         },
         schema_overrides={"plugin_hash": pl.String, "started_at": pl.Datetime("us", "UTC")},
     )
@@ -87,7 +92,7 @@ def score_cases(cases: list[Case], rules_dir: Path | None = None) -> pl.DataFram
             b.text(m)
         b.result("Done.")
         events.extend(parse_lines(c.run_id, b.lines))
-    artifacts = to_frame("artifacts", []).select("run_id", "path", "kind", "git_status", "content")
+    artifacts = to_frame("artifacts", []).select(checker._ARTIFACT_COLUMNS)
     con = connect_frames(_runs(cases), to_frame("events", events), artifacts, rules_dir=rules_dir)
     got: dict[str, tuple[bool | None, str | None]] = {}
     for rule in sorted({c.rule for c in cases}):
