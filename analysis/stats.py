@@ -19,6 +19,7 @@ from typing import Any, Literal
 import numpy as np
 import polars as pl
 from scipy import stats as sps
+from scipy.special import comb
 from statsmodels.stats.proportion import proportion_confint
 
 from analysis.frames import CELL_KEYS
@@ -68,9 +69,32 @@ def rep_variance(k: np.ndarray, n: np.ndarray) -> np.ndarray:
         return np.where(n >= 2, p * (1 - p) * n / (n - 1), np.nan)
 
 
-def cell_table(scores: pl.DataFrame, conf: float = 0.95, method: Method = "wilson") -> pl.DataFrame:
+#: The k of the pass^k columns in cell tables, the summary and the report.
+PASS_K: tuple[int, ...] = (2, 3)
+
+
+def pass_hat_k(
+    c: np.ndarray | Sequence[int] | int, n: np.ndarray | Sequence[int] | int, k: int
+) -> np.ndarray:
+    """Unbiased pass^k from c passes in n reps: C(c, k) / C(n, k) (NaN where n < k).
+
+    pass^k is the chance that k independent reps of the cell all pass, p^k (Yao et al., tau-bench,
+    2024). (c/n)^k is biased upward (E[(c/n)^k] > p^k for 0 < p < 1); the ratio of binomial
+    coefficients is the unbiased estimator, as E[C(c,k)] = C(n,k) p^k for c ~ Binomial(n, p).
+    """
+    c_arr = np.atleast_1d(np.asarray(c, dtype=float))
+    n_arr = np.atleast_1d(np.asarray(n, dtype=float))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = comb(c_arr, k) / comb(n_arr, k)
+    return np.where(n_arr >= k, out, np.nan)
+
+
+def cell_table(
+    scores: pl.DataFrame, conf: float = 0.95, method: Method = "wilson", pass_k: Sequence[int] = PASS_K
+) -> pl.DataFrame:
     """One row per cell: runs, invalid, valid reps, and for the overall verdict and each axis the
-    passes, rate and interval; plus the cell's class and its rep-level variance."""
+    passes, rate and interval; the cell's class, its rep-level variance, and `pass^k` (overall
+    verdict) for each k in `pass_k` (null when the cell has fewer than k valid reps)."""
     valid = pl.col("valid").fill_null(False)
     aggs = [
         pl.len().alias("n_runs"),
@@ -97,6 +121,8 @@ def cell_table(scores: pl.DataFrame, conf: float = 0.95, method: Method = "wilso
     k = cells["passes"].to_numpy()
     cols["klass"] = [cell_class(int(a), int(b)) for a, b in zip(k, n, strict=True)]
     cols["rep_var"] = rep_variance(k, n)
+    for kk in pass_k:
+        cols[f"pass^{kk}"] = pass_hat_k(k, n, kk)
     out = cells.with_columns(**{name: pl.Series(name, v) for name, v in cols.items()})
     return out.with_columns(pl.col(pl.Float64).fill_nan(None))
 
@@ -135,6 +161,56 @@ def clustered_se(x: np.ndarray, clusters: Sequence[str] | np.ndarray) -> float:
     return math.sqrt(total) / len(x)
 
 
+def score_interval(
+    mean: np.ndarray | float,
+    s2: np.ndarray | float,
+    n: np.ndarray | int,
+    n_srs: np.ndarray | float,
+    conf: float = 0.95,
+    dist: Literal["t", "normal"] = "t",
+) -> tuple[np.ndarray, np.ndarray]:
+    """Wilson-type interval for a grid mean (vectorised over grids; NaN below 2 scenarios).
+
+    `mean` is the mean of n scenario means, `s2` their sample variance, `n_srs` the number of
+    independent Bernoulli reps that would give the mean's variance if every scenario had one
+    common rate (n²/Σ 1/K_i, i.e. n·K with K reps each). The variance of the mean is split into a
+    binomial part p(1-p)/n_srs, kept as a function of p as in Wilson's score interval, and a
+    between-scenario part W = max(0, s²/n - mean(1-mean)/n_srs); the interval solves
+    (mean - p)² <= q² (p(1-p)/n_srs + W). q is Student t with n-1 df when the scenarios spread more
+    than binomial noise explains (W > 0), else normal: then the interval is Wilson's on the n_srs
+    reps, with Brown-Cai-DasGupta's Poisson bound for 1-3 passes (or fails) from a boundary.
+    At 0/N or N/N it never has zero width, where the plain t interval collapses to a point.
+    """
+    m = np.atleast_1d(np.asarray(mean, dtype=float))
+    s2 = np.atleast_1d(np.asarray(s2, dtype=float))
+    n_arr = np.asarray(n, dtype=float)
+    big_n = np.asarray(n_srs, dtype=float)
+    alpha = 1 - conf
+    z = float(sps.norm.ppf(1 - alpha / 2))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        binom = m * (1 - m) / big_n
+        w = np.maximum(0.0, s2 / n_arr - binom)
+        t = sps.t.ppf(1 - alpha / 2, np.maximum(n_arr - 1, 1))
+        q = np.where(w > 0, t, z) if dist == "t" else np.full(m.shape, z)
+        q2 = q * q
+        a = 1 + q2 / big_n
+        b = 2 * m + q2 / big_n
+        disc = np.sqrt(b * b - 4 * a * (m * m - q2 * w))
+        lo = np.clip((b - disc) / (2 * a), 0.0, 1.0)
+        hi = np.clip((b + disc) / (2 * a), 0.0, 1.0)
+        # Wilson's bound is too tight 1-3 events from a boundary (Brown, Cai & DasGupta 2001, §4.1.1).
+        x_star = np.where(big_n <= 50, 2, 3)
+        for count, side in ((m * big_n, "lo"), ((1 - m) * big_n, "hi")):
+            near = (w == 0) & (count > 1e-9) & (count <= x_star + 1e-9)
+            poisson = 0.5 * sps.chi2.ppf(alpha / 2, 2 * np.maximum(count, 1e-9)) / big_n
+            if side == "lo":
+                lo = np.where(near, np.minimum(lo, poisson), lo)
+            else:
+                hi = np.where(near, np.maximum(hi, 1 - poisson), hi)
+    bad = ~(n_arr >= 2)
+    return np.where(bad, np.nan, lo), np.where(bad, np.nan, hi)
+
+
 def grid_estimate(
     passes: np.ndarray,
     reps: np.ndarray,
@@ -144,8 +220,9 @@ def grid_estimate(
 ) -> GridEstimate:
     """Miller's grid mean from per-scenario pass counts and valid rep counts (scenarios with 0 reps dropped).
 
-    The interval uses Student t with n-1 degrees of freedom by default: with 7 scenarios the normal
-    quantile Miller uses for large n would under-cover.
+    `se` is Miller's CLT SE; the interval is `score_interval`, a Wilson-type interval that equals
+    the t interval on that SE when scenarios differ much more than reps vary, and that never
+    collapses to a point when every scenario mean happens to be equal (e.g. all 0/K or all K/K).
     """
     passes = np.asarray(passes, dtype=float)
     reps = np.asarray(reps, dtype=float)
@@ -158,9 +235,10 @@ def grid_estimate(
         return GridEstimate(nan, nan, nan, nan, 0, nan, nan, 0, nan, nan, nan)
     x = passes / reps
     mean = float(x.mean())
-    se = float(x.std(ddof=1) / math.sqrt(n)) if n > 1 else nan
-    q = _quantile(conf, n - 1 if dist == "t" else None) if n > 1 else nan
-    lo, hi = max(0.0, mean - q * se), min(1.0, mean + q * se)
+    s2 = float(x.var(ddof=1)) if n > 1 else nan
+    se = math.sqrt(s2 / n) if n > 1 else nan
+    lo_a, hi_a = score_interval(mean, s2, n, n * n / float((1 / reps).sum()), conf, dist)
+    lo, hi = float(lo_a[0]), float(hi_a[0])
     sig2 = rep_variance(passes, reps)
     has = ~np.isnan(sig2)
     var_within = float(sig2[has].mean()) if has.any() else nan
