@@ -37,7 +37,12 @@ def proportion_interval(
     conf: float = 0.95,
     method: Method = "wilson",
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Two-sided interval for k successes in n trials (NaN where n == 0); 'exact' is Clopper-Pearson."""
+    """Two-sided interval for k successes in n trials (NaN where n == 0); 'exact' is Clopper-Pearson.
+
+    'wilson' is Wilson's score interval with Brown, Cai & DasGupta's (2001) modification: 1-2 events
+    from a boundary (1-3 above 50 trials), the bound on that side is the one-sided Poisson bound,
+    where plain Wilson's is too tight (coverage ~0.90 at p = 0.01 with 10 trials).
+    """
     k_arr = np.atleast_1d(np.asarray(k, dtype=float))
     n_arr = np.atleast_1d(np.asarray(n, dtype=float))
     lo = np.full(k_arr.shape, np.nan)
@@ -46,6 +51,26 @@ def proportion_interval(
     if ok.any():
         sm_method = {"wilson": "wilson", "exact": "beta"}[method]
         lo[ok], hi[ok] = proportion_confint(k_arr[ok], n_arr[ok], alpha=1 - conf, method=sm_method)
+        if method == "wilson":
+            lo[ok], hi[ok] = boundary_correction(lo[ok], hi[ok], k_arr[ok], n_arr[ok], conf)
+    return lo, hi
+
+
+def boundary_correction(
+    lo: np.ndarray, hi: np.ndarray, count: np.ndarray, n: np.ndarray, conf: float = 0.95
+) -> tuple[np.ndarray, np.ndarray]:
+    """Brown-Cai-DasGupta: widen a Wilson bound to the Poisson bound 0.5·χ²(2x, α/2)/n when only
+    x = 1..x* events (x* = 2 up to 50 trials, else 3) separate the estimate from 0 (or from 1)."""
+    alpha = 1 - conf
+    x_star = np.where(n <= 50, 2, 3)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for x, side in ((count, "lo"), (n - count, "hi")):
+            near = (x > 1e-9) & (x <= x_star + 1e-9)
+            bound = 0.5 * sps.chi2.ppf(alpha / 2, 2 * np.maximum(x, 1e-9)) / n
+            if side == "lo":
+                lo = np.where(near, np.minimum(lo, bound), lo)
+            else:
+                hi = np.where(near, np.maximum(hi, 1 - bound), hi)
     return lo, hi
 
 
@@ -198,15 +223,9 @@ def score_interval(
         disc = np.sqrt(b * b - 4 * a * (m * m - q2 * w))
         lo = np.clip((b - disc) / (2 * a), 0.0, 1.0)
         hi = np.clip((b + disc) / (2 * a), 0.0, 1.0)
-        # Wilson's bound is too tight 1-3 events from a boundary (Brown, Cai & DasGupta 2001, §4.1.1).
-        x_star = np.where(big_n <= 50, 2, 3)
-        for count, side in ((m * big_n, "lo"), ((1 - m) * big_n, "hi")):
-            near = (w == 0) & (count > 1e-9) & (count <= x_star + 1e-9)
-            poisson = 0.5 * sps.chi2.ppf(alpha / 2, 2 * np.maximum(count, 1e-9)) / big_n
-            if side == "lo":
-                lo = np.where(near, np.minimum(lo, poisson), lo)
-            else:
-                hi = np.where(near, np.maximum(hi, 1 - poisson), hi)
+        # Where W = 0 this is Wilson's interval on n_srs reps; correct it near the boundary likewise.
+        c_lo, c_hi = boundary_correction(lo, hi, m * big_n, big_n * np.ones_like(m), conf)
+        lo, hi = np.where(w == 0, c_lo, lo), np.where(w == 0, c_hi, hi)
     bad = ~(n_arr >= 2)
     return np.where(bad, np.nan, lo), np.where(bad, np.nan, hi)
 
