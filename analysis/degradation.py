@@ -71,7 +71,7 @@ def classify(x: int, n: int, y: int, m: int, alpha: float = ALPHA) -> tuple[str,
         return BASE_NOT_PASSING, p, why
     if m == 0:
         return NOT_SHOWN, p, "no valid run of the degradation variant"
-    if p <= alpha:
+    if p <= alpha * (1 + 1e-9):  # 3/3 vs 0/3 is exactly 1/20; no float rounding above it
         return CONFIRMED, p, f"one-sided Fisher p = {p:.3f} <= {alpha}"
     best = 1 / comb(n + m, n)  # the smallest p these rep counts allow (all pass vs all fail)
     if x / n <= (m - y) / m:
