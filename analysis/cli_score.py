@@ -152,7 +152,7 @@ def score(
             print()
         _print_flips(sp, sys.stdout)
     expected = expected_fail_variants()
-    if not tsv:
+    if not tsv and not scenario:  # the checks pair two variants; one --scenario has only one of them
         lines = degradation_lines(degradation_table(_with_plugin(sp.scores), expected))
         if lines:
             print("\n" + "\n".join(lines))
