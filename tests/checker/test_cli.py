@@ -162,6 +162,12 @@ class TestExpectedFailures:
         last = p.stdout.rstrip().splitlines()[-1]
         assert "R4 B-pass 3/3 vs R4-nograph B-fail 3/3  p = 0.050  -> degradation confirmed" in last
 
+    def test_one_scenario_alone_has_no_degradation_reading(self, degradation) -> None:
+        """--scenario R4-nograph: its expected failures still exit 0; no degradation line (R4 is out of scope)."""
+        p = run("--archive", str(degradation.archive.root), "--scenario", "R4-nograph")
+        assert p.returncode == 0
+        assert "degradation" not in p.stdout and p.stdout.count("R4-nograph") >= 3
+
     def test_any_other_failure_on_the_degradation_variant_exits_1(self, degradation) -> None:
         """An R4-nograph run that fails axis (a) as well is not the expected failure: exit 1."""
         degradation.add("oblivious", hooked().text("Done.").result("Done.").lines, "R4-nograph", model="m")
