@@ -1,8 +1,10 @@
 """evalb-score: score the archive with the two-axis checker; one row per run, TSV for autoresearch.
 
-Thin: the work is `analysis.checker.score_archive`. Exit 0 when every valid run passes, 1 when any
-valid run fails, 2 on usage errors. INVALID runs never count as failures; in TSV their axis
-columns read `A:-` and `B:-` and the verdict column `INVALID`.
+Exit codes: 0 every valid run passes, except expected failures; 1 some valid run fails
+unexpectedly; 2 usage or configuration error. An expected failure is a run of a degradation
+variant (expect_b: fail, e.g. R4-nograph) with A:PASS and B:FAIL; its row still reads FAIL.
+INVALID runs never count as failures. Without --tsv the output ends with the degradation checks
+(R4-nograph's B FAIL read against R4's B PASS, same model and plugin); --tsv prints only the rows.
 """
 
 from __future__ import annotations
@@ -15,13 +17,19 @@ import polars as pl
 import typer
 
 from analysis.checker import ScorePass, score_archive
+from analysis.degradation import (
+    degradation_lines,
+    degradation_table,
+    expected_fail_variants,
+    unexpected_failures,
+)
 from evalb import paths
 from evalb.archive import Archive
 from evalb.cli_errors import run_cli
 from evalb.errors import UsageError
 from evalb.scenarios import resolve_variant
 
-app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__.splitlines()[0])
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
 
 
 def _ab(v: bool | None) -> str:
@@ -63,6 +71,13 @@ def cell_summary(scores: pl.DataFrame) -> pl.DataFrame:
         )
         .sort("variant", "model_alias")
     )
+
+
+def _with_plugin(scores: pl.DataFrame) -> pl.DataFrame:
+    """The scores with plugin_hash (for the degradation checks), from the runs if the scores lack it."""
+    if "plugin_hash" in scores.columns:
+        return scores.with_columns(pl.col("plugin_hash").fill_null("(none)"))
+    return scores.with_columns(plugin_hash=pl.lit("(none)"))
 
 
 def _print_flips(sp: ScorePass, stream: object) -> None:
@@ -108,7 +123,16 @@ def score(
         Path | None, typer.Option(help="Score with the rules in this directory instead of analysis/rules.")
     ] = None,
 ) -> None:
-    """Score every run (or one variant/model); print one row per run; exit 1 if any valid run fails."""
+    """Score every run (or one variant/model) and print one row per run.
+
+    Exit codes: 0 = every valid run passes, except expected failures.
+
+    1 = some valid run fails unexpectedly. 2 = usage or configuration error.
+
+    Expected failure: a run of a degradation variant (expect_b: fail, e.g. R4-nograph) with A:PASS, B:FAIL.
+
+    Its TSV row still reads FAIL. INVALID runs never count as failures.
+    """
     if not Archive(archive).exists():
         raise UsageError(f"{archive} is not an evalb archive (no archive.json)", hint="pass --archive DIR")
     if rules is not None and not rules.is_dir():
@@ -127,8 +151,12 @@ def score(
         if sp.flips.height:
             print()
         _print_flips(sp, sys.stdout)
-    failed = sp.scores.filter(pl.col("verdict") == "FAIL").height
-    raise typer.Exit(1 if failed else 0)
+    expected = expected_fail_variants()
+    if not tsv and not scenario:  # the checks pair two variants; one --scenario has only one of them
+        lines = degradation_lines(degradation_table(_with_plugin(sp.scores), expected))
+        if lines:
+            print("\n" + "\n".join(lines))
+    raise typer.Exit(1 if unexpected_failures(sp.scores, expected) else 0)
 
 
 def main() -> None:

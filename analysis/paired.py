@@ -112,7 +112,15 @@ def paired_estimate(
         return out
     se = float(d.std(ddof=1) / math.sqrt(n))
     q = _quantile(conf, n - 1 if dist == "t" else None)
-    out |= {"se": se, "lo": d.mean() - q * se, "hi": d.mean() + q * se}
+    half = q * se
+    if se == 0:
+        # Every scenario gave the same difference (e.g. both arms always pass): the t interval would be
+        # the point [d, d]. Use rep noise alone, from add-one rates (Agresti-Caffo), normal quantile.
+        pa, pb = (k_a + 1) / (reps_a + 2), (k_b + 1) / (reps_b + 2)
+        floor = math.sqrt(float((pa * (1 - pa) / reps_a + pb * (1 - pb) / reps_b).sum())) / n
+        half = _quantile(conf, None) * floor
+        out["p_value"] = float(2 * sps.norm.sf(abs(d.mean()) / floor))
+    out |= {"se": se, "lo": max(-1.0, d.mean() - half), "hi": min(1.0, d.mean() + half)}
     out["se_unpaired"] = math.sqrt((x_a.var(ddof=1) + x_b.var(ddof=1)) / n)
     if se > 0:
         t = d.mean() / se

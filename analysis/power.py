@@ -21,7 +21,7 @@ from statsmodels.stats.power import NormalIndPower, TTestPower
 from statsmodels.stats.proportion import proportion_effectsize
 
 from analysis.paired import compare
-from analysis.stats import Axis
+from analysis.stats import Axis, proportion_interval
 
 Dist = Literal["t", "normal"]
 
@@ -41,6 +41,20 @@ class Components:
         return self.omega2 + (self.sigma2_a + self.sigma2_b) / reps
 
 
+def conservative_sigma2(passes: int, reps: int, conf: float = 0.95) -> float:
+    """The largest Bernoulli variance p(1-p) over the Wilson interval of `passes`/`reps`.
+
+    Used when a pilot arm shows no rep-to-rep variance at all (every cell 0/K or K/K): zero
+    observed variance does not mean zero true variance, and planning from 0 would promise that
+    any difference is detectable. With 0/14 this gives 0.18·0.82 = 0.15, not 0.
+    """
+    if reps <= 0:
+        return 0.25
+    lo, hi = (float(v[0]) for v in proportion_interval(passes, reps, conf))
+    p = min(max(0.5, lo), hi)  # the point of [lo, hi] closest to 1/2
+    return p * (1 - p)
+
+
 def components_from_pilot(
     scores: pl.DataFrame,
     a: str,
@@ -53,19 +67,35 @@ def components_from_pilot(
 
     With one rep per cell the rep-level variance cannot be told from the scenario-level one; then
     each arm's σ² is set to p̄(1-p̄) (its whole Bernoulli variance, an upper bound) and ω² to what is
-    left — a conservative plan, said so in `note`.
+    left — a conservative plan, said so in `note`. An arm whose pilot shows no variance at all
+    (σ² = 0: every cell passed always or never) gets `conservative_sigma2` of its pooled rate
+    instead, also said in `note`.
     """
     r = compare(scores, a, b, by=by, axis=axis, include_extra_variants=include_extra_variants)
     if r.n_pairs < 2:
         raise ValueError(f"need at least 2 scenarios run by both {a!r} and {b!r}, found {r.n_pairs}")
+    notes = []
     if not math.isnan(r.sigma2_a) and not math.isnan(r.sigma2_b):
-        return Components(r.omega2, r.sigma2_a, r.sigma2_b, r.n_pairs)
-    s2a, s2b = r.mean_a * (1 - r.mean_a), r.mean_b * (1 - r.mean_b)
-    var_d = float(r.per_pair["diff"].to_numpy().var(ddof=1))
-    return Components(
-        max(0.0, var_d - s2a - s2b), s2a, s2b, r.n_pairs,
-        note="pilot has cells with <2 valid reps: rep variance set to p(1-p) (conservative)",
-    )  # fmt: skip
+        omega2, s2a, s2b = r.omega2, r.sigma2_a, r.sigma2_b
+    else:
+        s2a, s2b = r.mean_a * (1 - r.mean_a), r.mean_b * (1 - r.mean_b)
+        var_d = float(r.per_pair["diff"].to_numpy().var(ddof=1))
+        omega2 = max(0.0, var_d - s2a - s2b)
+        notes.append("pilot has cells with <2 valid reps: rep variance set to p(1-p) (conservative).")
+    pp = r.per_pair
+    floored = []
+    if s2a == 0:
+        s2a = conservative_sigma2(int(pp["k_a"].sum()), int(pp["K_a"].sum()))
+        floored.append(a)
+    if s2b == 0:
+        s2b = conservative_sigma2(int(pp["k_b"].sum()), int(pp["K_b"].sum()))
+        floored.append(b)
+    if floored:
+        notes.append(
+            f"pilot shows no rep-to-rep variance for {', '.join(map(str, floored))}: σ² set to the largest "
+            "p(1-p) within the 95% Wilson interval of its pooled rate (conservative)."
+        )
+    return Components(omega2, s2a, s2b, r.n_pairs, note=" ".join(notes))
 
 
 def power(delta: float, reps: float, comp: Components, alpha: float = 0.05, dist: Dist = "t") -> float:
@@ -109,9 +139,31 @@ def reps_needed(
     return float(max(1, math.ceil(s / room - 1e-9)))
 
 
+#: The largest possible difference between two pass rates; an MDE above it is reported as this.
+MAX_DIFF = 1.0
+
+
 def mde(reps: float, comp: Components, alpha: float = 0.05, target: float = 0.8, dist: Dist = "t") -> float:
-    """Minimum detectable grid difference with `reps` reps per cell, at power `target`."""
+    """Minimum detectable grid difference with `reps` reps per cell, at power `target`, capped at 1.
+
+    Two pass rates differ by at most 1; a formula value above that means no difference is
+    detectable with these reps and scenarios, and is returned as `MAX_DIFF` (see `describe_mde`).
+    """
+    return min(MAX_DIFF, mde_uncapped(reps, comp, alpha, target, dist))
+
+
+def mde_uncapped(
+    reps: float, comp: Components, alpha: float = 0.05, target: float = 0.8, dist: Dist = "t"
+) -> float:
+    """Miller's formula for the MDE before capping: effect_needed · sqrt(ω² + (σ²_A+σ²_B)/K)."""
     return _effect_needed(comp.n_scenarios, alpha, target, dist) * math.sqrt(comp.pair_variance(reps))
+
+
+def describe_mde(value: float) -> str:
+    """The MDE as text: '0.234', or 'none (≥ 1: not detectable)' when capped."""
+    if value >= MAX_DIFF:
+        return "none detectable (formula gives ≥ 1, the largest possible difference of pass rates)"
+    return f"{value:.3f}"
 
 
 def scenarios_needed(
@@ -150,7 +202,14 @@ def power_curve(
 def plan_table(
     comp: Components, reps: list[int], alpha: float = 0.05, target: float = 0.8, dist: Dist = "t"
 ) -> pl.DataFrame:
-    """For each candidate reps per cell: the minimum detectable difference at `target` power."""
-    return pl.DataFrame(
-        [{"reps": k, "mde": mde(k, comp, alpha, target, dist), "power_target": target} for k in reps]
-    )
+    """For each candidate reps per cell: the minimum detectable difference at `target` power.
+
+    `mde` is capped at 1 (no larger difference of pass rates exists); `detectable` is False there.
+    """
+    rows = []
+    for k in reps:
+        raw = mde_uncapped(k, comp, alpha, target, dist)
+        rows.append(
+            {"reps": k, "mde": min(MAX_DIFF, raw), "detectable": raw < MAX_DIFF, "power_target": target}
+        )
+    return pl.DataFrame(rows)

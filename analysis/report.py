@@ -18,6 +18,7 @@ import polars as pl
 
 from analysis import plots
 from analysis.costs import cell_costs, plan_cost
+from analysis.degradation import ALPHA, degradation_table, status_label
 from analysis.frames import load_scores
 from analysis.paired import PairedResult, compare, compare_table
 from analysis.power import components_from_pilot, plan_table, power_curve
@@ -43,7 +44,7 @@ GRID_COLUMNS = (
 )  # fmt: skip
 CELL_COLUMNS = (
     "variant", "model_alias", "plugin_hash", "n_runs", "n_invalid", "n_valid", "passes", "rate", "lo", "hi",
-    "klass", "a_passes", "a_rate", "a_lo", "a_hi", "b_passes", "b_rate", "b_lo", "b_hi",
+    "klass", "pass^2", "pass^3", "a_passes", "a_rate", "a_lo", "a_hi", "b_passes", "b_rate", "b_lo", "b_hi",
 )  # fmt: skip
 PAIR_COLUMNS = (
     "within", "by", "a", "b", "n_pairs", "mean_a", "mean_b", "diff", "lo", "hi", "se", "p_value", "corr",
@@ -165,6 +166,29 @@ def _run_details(scores: pl.DataFrame, events: pl.DataFrame) -> str:
     return "\n".join(blocks)
 
 
+def _degradation_section(scores: pl.DataFrame) -> list[str]:
+    """The degradation checks: each expect_b: fail variant's (b) FAIL read against its base's (b) PASS."""
+    table = degradation_table(scores)
+    if table.is_empty():
+        return []
+    shown = table.with_columns(
+        verdict=pl.Series([status_label(r) for r in table.iter_rows(named=True)], dtype=pl.String)
+    ).select(
+        "model_alias", "plugin_hash", "base", "base_b_pass", "base_n", "variant", "var_b_fail", "var_n",
+        "p_value", "verdict", "detail",
+    )  # fmt: skip
+    return [
+        "<h2 id='degradation'>Degradation checks</h2>",
+        "<p class='note'>A degradation variant (e.g. R4-nograph: same task, code graph absent) is expected to "
+        "fail axis (b); that FAIL means something only next to a PASS of its base variant on the same model "
+        "and plugin. <b>confirmed</b>: the base passes (b) more often than the variant, one-sided Fisher exact "
+        f"test p ≤ {ALPHA} (needs ≥ 3 valid reps in each cell); <b>not shown</b>: the base passes (b) at least "
+        "once but the difference is not significant; <b>… not passing</b>: the base never passed (b), so the "
+        "check says nothing. Valid runs only.</p>",
+        table_html(shown),
+    ]
+
+
 def render_report(
     scores: pl.DataFrame, events: pl.DataFrame, title: str = "evalb report", source: str = ""
 ) -> str:
@@ -185,7 +209,7 @@ def render_report(
         f"({int((~scores['valid']).sum())} INVALID, excluded from every rate) · "
         f"checker {', '.join(sorted(set(scores['checker_hash'].to_list())))[:80]}</p>",
         "<nav class='note'>Sections: <a href='#grid'>grid</a> · <a href='#cells'>cells</a> · "
-        "<a href='#reps'>every rep</a> · <a href='#paired'>paired</a> · <a href='#planning'>planning</a> · "
+        "<a href='#degradation'>degradation</a> · <a href='#reps'>every rep</a> · <a href='#paired'>paired</a> · <a href='#planning'>planning</a> · "
         "<a href='#costs'>costs</a> · <a href='#runs'>runs</a></nav>",
         "<p class='note'>Intervals are 95%. Cell intervals are Wilson intervals over valid reps. Grid means "
         "average the reps within each scenario first, then over the 7 primary scenarios (degradation variants "
@@ -199,6 +223,9 @@ def render_report(
         fig(plots.cell_rates_figure(cells, "axis_a"), "cells-a"),
         fig(plots.cell_rates_figure(cells, "axis_b"), "cells-b"),
         table_html(cells.select(CELL_COLUMNS)),
+        "<p class='note'>pass^k: the chance that k reps of a cell all pass, estimated without bias from c "
+        "passes in n valid reps as C(c,k)/C(n,k) (Yao et al., τ-bench); empty when n &lt; k.</p>",
+        *_degradation_section(scores),
         "<h2 id='reps'>Every rep</h2>",
         fig(plots.rep_grid_figure(scores), "reps"),
     ]
@@ -227,7 +254,8 @@ def render_report(
                 f"<p class='note'>From this archive: ω² = {comp.omega2:.4f} (scenario-to-scenario spread of the "
                 f"true difference), σ²_A = {comp.sigma2_a:.3f}, σ²_B = {comp.sigma2_b:.3f} (rep-level variance), "
                 f"{comp.n_scenarios} scenarios. {html.escape(comp.note)} Minimum detectable difference at 80% "
-                "power, two-sided 5% paired t-test, by reps per cell:</p>",
+                "power, two-sided 5% paired t-test, by reps per cell (capped at 1, the largest possible "
+                "difference of pass rates; <code>detectable</code> is false where the formula exceeds it):</p>",
                 table_html(plan_table(comp, PLAN_REPS)),
                 fig(plots.power_curve_figure(power_curve(comp, [0.1, 0.2, 0.3], PLAN_REPS)), "power"),
             ]

@@ -19,6 +19,7 @@ from typing import Any, Literal
 import numpy as np
 import polars as pl
 from scipy import stats as sps
+from scipy.special import comb
 from statsmodels.stats.proportion import proportion_confint
 
 from analysis.frames import CELL_KEYS
@@ -36,7 +37,12 @@ def proportion_interval(
     conf: float = 0.95,
     method: Method = "wilson",
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Two-sided interval for k successes in n trials (NaN where n == 0); 'exact' is Clopper-Pearson."""
+    """Two-sided interval for k successes in n trials (NaN where n == 0); 'exact' is Clopper-Pearson.
+
+    'wilson' is Wilson's score interval with Brown, Cai & DasGupta's (2001) modification: 1-2 events
+    from a boundary (1-3 above 50 trials), the bound on that side is the one-sided Poisson bound,
+    where plain Wilson's is too tight (coverage ~0.90 at p = 0.01 with 10 trials).
+    """
     k_arr = np.atleast_1d(np.asarray(k, dtype=float))
     n_arr = np.atleast_1d(np.asarray(n, dtype=float))
     lo = np.full(k_arr.shape, np.nan)
@@ -45,6 +51,26 @@ def proportion_interval(
     if ok.any():
         sm_method = {"wilson": "wilson", "exact": "beta"}[method]
         lo[ok], hi[ok] = proportion_confint(k_arr[ok], n_arr[ok], alpha=1 - conf, method=sm_method)
+        if method == "wilson":
+            lo[ok], hi[ok] = boundary_correction(lo[ok], hi[ok], k_arr[ok], n_arr[ok], conf)
+    return lo, hi
+
+
+def boundary_correction(
+    lo: np.ndarray, hi: np.ndarray, count: np.ndarray, n: np.ndarray, conf: float = 0.95
+) -> tuple[np.ndarray, np.ndarray]:
+    """Brown-Cai-DasGupta: widen a Wilson bound to the Poisson bound 0.5·χ²(2x, α/2)/n when only
+    x = 1..x* events (x* = 2 up to 50 trials, else 3) separate the estimate from 0 (or from 1)."""
+    alpha = 1 - conf
+    x_star = np.where(n <= 50, 2, 3)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for x, side in ((count, "lo"), (n - count, "hi")):
+            near = (x > 1e-9) & (x <= x_star + 1e-9)
+            bound = 0.5 * sps.chi2.ppf(alpha / 2, 2 * np.maximum(x, 1e-9)) / n
+            if side == "lo":
+                lo = np.where(near, np.minimum(lo, bound), lo)
+            else:
+                hi = np.where(near, np.maximum(hi, 1 - bound), hi)
     return lo, hi
 
 
@@ -68,9 +94,32 @@ def rep_variance(k: np.ndarray, n: np.ndarray) -> np.ndarray:
         return np.where(n >= 2, p * (1 - p) * n / (n - 1), np.nan)
 
 
-def cell_table(scores: pl.DataFrame, conf: float = 0.95, method: Method = "wilson") -> pl.DataFrame:
+#: The k of the pass^k columns in cell tables, the summary and the report.
+PASS_K: tuple[int, ...] = (2, 3)
+
+
+def pass_hat_k(
+    c: np.ndarray | Sequence[int] | int, n: np.ndarray | Sequence[int] | int, k: int
+) -> np.ndarray:
+    """Unbiased pass^k from c passes in n reps: C(c, k) / C(n, k) (NaN where n < k).
+
+    pass^k is the chance that k independent reps of the cell all pass, p^k (Yao et al., tau-bench,
+    2024). (c/n)^k is biased upward (E[(c/n)^k] > p^k for 0 < p < 1); the ratio of binomial
+    coefficients is the unbiased estimator, as E[C(c,k)] = C(n,k) p^k for c ~ Binomial(n, p).
+    """
+    c_arr = np.atleast_1d(np.asarray(c, dtype=float))
+    n_arr = np.atleast_1d(np.asarray(n, dtype=float))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = comb(c_arr, k) / comb(n_arr, k)
+    return np.where(n_arr >= k, out, np.nan)
+
+
+def cell_table(
+    scores: pl.DataFrame, conf: float = 0.95, method: Method = "wilson", pass_k: Sequence[int] = PASS_K
+) -> pl.DataFrame:
     """One row per cell: runs, invalid, valid reps, and for the overall verdict and each axis the
-    passes, rate and interval; plus the cell's class and its rep-level variance."""
+    passes, rate and interval; the cell's class, its rep-level variance, and `pass^k` (overall
+    verdict) for each k in `pass_k` (null when the cell has fewer than k valid reps)."""
     valid = pl.col("valid").fill_null(False)
     aggs = [
         pl.len().alias("n_runs"),
@@ -97,6 +146,8 @@ def cell_table(scores: pl.DataFrame, conf: float = 0.95, method: Method = "wilso
     k = cells["passes"].to_numpy()
     cols["klass"] = [cell_class(int(a), int(b)) for a, b in zip(k, n, strict=True)]
     cols["rep_var"] = rep_variance(k, n)
+    for kk in pass_k:
+        cols[f"pass^{kk}"] = pass_hat_k(k, n, kk)
     out = cells.with_columns(**{name: pl.Series(name, v) for name, v in cols.items()})
     return out.with_columns(pl.col(pl.Float64).fill_nan(None))
 
@@ -135,6 +186,50 @@ def clustered_se(x: np.ndarray, clusters: Sequence[str] | np.ndarray) -> float:
     return math.sqrt(total) / len(x)
 
 
+def score_interval(
+    mean: np.ndarray | float,
+    s2: np.ndarray | float,
+    n: np.ndarray | int,
+    n_srs: np.ndarray | float,
+    conf: float = 0.95,
+    dist: Literal["t", "normal"] = "t",
+) -> tuple[np.ndarray, np.ndarray]:
+    """Wilson-type interval for a grid mean (vectorised over grids; NaN below 2 scenarios).
+
+    `mean` is the mean of n scenario means, `s2` their sample variance, `n_srs` the number of
+    independent Bernoulli reps that would give the mean's variance if every scenario had one
+    common rate (n²/Σ 1/K_i, i.e. n·K with K reps each). The variance of the mean is split into a
+    binomial part p(1-p)/n_srs, kept as a function of p as in Wilson's score interval, and a
+    between-scenario part W = max(0, s²/n - mean(1-mean)/n_srs); the interval solves
+    (mean - p)² <= q² (p(1-p)/n_srs + W). q is Student t with n-1 df when the scenarios spread more
+    than binomial noise explains (W > 0), else normal: then the interval is Wilson's on the n_srs
+    reps, with Brown-Cai-DasGupta's Poisson bound for 1-3 passes (or fails) from a boundary.
+    At 0/N or N/N it never has zero width, where the plain t interval collapses to a point.
+    """
+    m = np.atleast_1d(np.asarray(mean, dtype=float))
+    s2 = np.atleast_1d(np.asarray(s2, dtype=float))
+    n_arr = np.asarray(n, dtype=float)
+    big_n = np.asarray(n_srs, dtype=float)
+    alpha = 1 - conf
+    z = float(sps.norm.ppf(1 - alpha / 2))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        binom = m * (1 - m) / big_n
+        w = np.maximum(0.0, s2 / n_arr - binom)
+        t = sps.t.ppf(1 - alpha / 2, np.maximum(n_arr - 1, 1))
+        q = np.where(w > 0, t, z) if dist == "t" else np.full(m.shape, z)
+        q2 = q * q
+        a = 1 + q2 / big_n
+        b = 2 * m + q2 / big_n
+        disc = np.sqrt(b * b - 4 * a * (m * m - q2 * w))
+        lo = np.clip((b - disc) / (2 * a), 0.0, 1.0)
+        hi = np.clip((b + disc) / (2 * a), 0.0, 1.0)
+        # Where W = 0 this is Wilson's interval on n_srs reps; correct it near the boundary likewise.
+        c_lo, c_hi = boundary_correction(lo, hi, m * big_n, big_n * np.ones_like(m), conf)
+        lo, hi = np.where(w == 0, c_lo, lo), np.where(w == 0, c_hi, hi)
+    bad = ~(n_arr >= 2)
+    return np.where(bad, np.nan, lo), np.where(bad, np.nan, hi)
+
+
 def grid_estimate(
     passes: np.ndarray,
     reps: np.ndarray,
@@ -144,8 +239,9 @@ def grid_estimate(
 ) -> GridEstimate:
     """Miller's grid mean from per-scenario pass counts and valid rep counts (scenarios with 0 reps dropped).
 
-    The interval uses Student t with n-1 degrees of freedom by default: with 7 scenarios the normal
-    quantile Miller uses for large n would under-cover.
+    `se` is Miller's CLT SE; the interval is `score_interval`, a Wilson-type interval that equals
+    the t interval on that SE when scenarios differ much more than reps vary, and that never
+    collapses to a point when every scenario mean happens to be equal (e.g. all 0/K or all K/K).
     """
     passes = np.asarray(passes, dtype=float)
     reps = np.asarray(reps, dtype=float)
@@ -158,9 +254,10 @@ def grid_estimate(
         return GridEstimate(nan, nan, nan, nan, 0, nan, nan, 0, nan, nan, nan)
     x = passes / reps
     mean = float(x.mean())
-    se = float(x.std(ddof=1) / math.sqrt(n)) if n > 1 else nan
-    q = _quantile(conf, n - 1 if dist == "t" else None) if n > 1 else nan
-    lo, hi = max(0.0, mean - q * se), min(1.0, mean + q * se)
+    s2 = float(x.var(ddof=1)) if n > 1 else nan
+    se = math.sqrt(s2 / n) if n > 1 else nan
+    lo_a, hi_a = score_interval(mean, s2, n, n * n / float((1 / reps).sum()), conf, dist)
+    lo, hi = float(lo_a[0]), float(hi_a[0])
     sig2 = rep_variance(passes, reps)
     has = ~np.isnan(sig2)
     var_within = float(sig2[has].mean()) if has.any() else nan

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import polars as pl
 
+from analysis.degradation import degradation_lines, degradation_table
 from analysis.frames import load_scores
-from analysis.stats import cell_table, grid_table
+from analysis.stats import PASS_K, cell_table, grid_table
 
 
 def _pct(v: float | None) -> str:
@@ -24,13 +25,18 @@ def summary_text(root: Path | str, conf: float = 0.95) -> str:
     if scores.is_empty():
         return "no scored runs (run evalb-score first)\n"
     cells = cell_table(scores, conf=conf)
-    head = f"{'variant':<11} {'model':<22} {'plugin':<8} {'valid':>5} {'inv':>3}  {'pass':>10} {'95% CI':>12}  {'A':>4} {'B':>4}  class"
+    pk = "".join(f" {'pass^' + str(k):>6}" for k in PASS_K)
+    head = (
+        f"{'variant':<11} {'model':<22} {'plugin':<8} {'valid':>5} {'inv':>3}  {'pass':>10} {'95% CI':>12}"
+        f"{pk}  {'A':>4} {'B':>4}  class"
+    )
     lines = [head, "-" * len(head)]
     for c in cells.iter_rows(named=True):
         lines.append(
             f"{c['variant']:<11} {c['model_alias']:<22} {str(c['plugin_hash'])[:8]:<8} {c['n_valid']:>5} "
-            f"{c['n_invalid']:>3}  {c['passes']:>3}/{c['n_valid']:<2} {_pct(c['rate'])} {_interval(c['lo'], c['hi'])}  "
-            f"{_pct(c['a_rate'])} {_pct(c['b_rate'])}  {c['klass']}"
+            f"{c['n_invalid']:>3}  {c['passes']:>3}/{c['n_valid']:<2} {_pct(c['rate'])} {_interval(c['lo'], c['hi'])}"
+            + "".join(f"   {_pct(c[f'pass^{k}'])}" for k in PASS_K)
+            + f"  {_pct(c['a_rate'])} {_pct(c['b_rate'])}  {c['klass']}"
         )
     grid = grid_table(scores, conf=conf)
     lines.append("")
@@ -45,6 +51,13 @@ def summary_text(root: Path | str, conf: float = 0.95) -> str:
             f"{int(conf * 100)}% CI {_interval(g['lo'], g['hi'])}  over {g['n_scenarios']} scenarios, "
             f"{g['reps_mean'] or 0:.1f} valid reps each"
         )
+    degr = degradation_lines(degradation_table(scores))
+    if degr:
+        lines += ["", *degr]
+    lines.append(
+        "\npass^k = chance that k reps of a cell all pass, unbiased from c passes in n reps: C(c,k)/C(n,k) "
+        "(blank when n < k)"
+    )
     invalid = scores.filter(~pl.col("valid").fill_null(False))
     if invalid.height:
         lines.append(

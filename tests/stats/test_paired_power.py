@@ -40,6 +40,19 @@ class TestPaired:
         assert (r["lo"], r["hi"]) == pytest.approx((lo, hi))
         assert r["corr"] == pytest.approx(sps.pearsonr(xa, xb).statistic)
 
+    @pytest.mark.parametrize(("k_a", "k_b"), [(5, 5), (0, 0), (5, 0), (2, 2)])
+    def test_equal_differences_give_no_zero_width_interval(self, k_a, k_b):
+        """Every scenario with the same difference (both arms perfect, say): the t interval would be
+        [d, d]; instead rep noise from add-one rates (Agresti-Caffo) with the normal quantile."""
+        r = paired_estimate(np.full(7, k_a), REPS, np.full(7, k_b), REPS)
+        assert r["se"] == 0
+        pa, pb = (k_a + 1) / 7, (k_b + 1) / 7
+        half = sps.norm.ppf(0.975) * math.sqrt(7 * (pa * (1 - pa) + pb * (1 - pb)) / 5) / 7
+        d = (k_b - k_a) / 5
+        assert (r["lo"], r["hi"]) == pytest.approx((max(-1, d - half), min(1, d + half)))
+        assert r["hi"] - r["lo"] > 0.15
+        assert 0 < r["p_value"] <= 1
+
     def test_pairing_shrinks_se_when_correlated(self):
         """With positively correlated arms the paired SE is below the unpaired one."""
         r = paired_estimate(K_A, REPS, K_B, REPS)

@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from analysis.cli_report import app
+from analysis.degradation import degradation_table, status_label
 from analysis.frames import load_scores
 from analysis.plots import plotly_js
 from analysis.report import build_report
@@ -71,8 +72,30 @@ class TestReportContent:
     def test_sections(self, report_file):
         """Grid, cells, reps, paired, planning, costs and runs sections are all there."""
         page = report_file.read_text()
-        for section in ("grid", "cells", "reps", "paired", "planning", "costs", "runs"):
+        for section in ("grid", "cells", "degradation", "reps", "paired", "planning", "costs", "runs"):
             assert f"<h2 id='{section}'>" in page
+
+    def test_degradation_and_pass_k(self, report_file, small_archive):
+        """The degradation table has one row per model × plugin with the same counts and verdict as the
+        library computes, and the cell table carries pass^2 and pass^3."""
+        page = report_file.read_text()
+        table = degradation_table(load_scores(small_archive))
+        assert table.height == 4  # 2 models × 2 plugins
+        section = page.split("<h2 id='degradation'>", 1)[1].split("<h2", 1)[0]
+        assert section.count("<tr>") == 1 + table.height
+        for r in table.iter_rows(named=True):
+            assert f"<td>{status_label(r)}</td>" in section
+        cells = page.split("<h2 id='cells'>", 1)[1].split("<h2", 1)[0]
+        assert "<th>pass^2</th><th>pass^3</th>" in cells and "C(c,k)/C(n,k)" in cells
+
+    def test_plan_is_capped_and_says_so(self, report_file):
+        """The rep plan never shows a minimum detectable difference above 1, and has a detectable column."""
+        plan = report_file.read_text().split("<h2 id='planning'>", 1)[1].split("<h2", 1)[0]
+        assert "<th>detectable</th>" in plan and "capped at 1" in plan
+        head, body = plan.split("<tbody>", 1)
+        col = re.findall(r"<th>(\w+)</th>", head).index("mde")
+        for row in re.findall(r"<tr>(.*?)</tr>", body):
+            assert float(re.findall(r"<td[^>]*>(.*?)</td>", row)[col]) <= 1.0
 
 
 class TestCli:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -10,6 +11,16 @@ import pytest
 from scipy import stats as sps
 
 from analysis.frames import check_columns, load_scores
+from analysis.power import (
+    Components,
+    components_from_pilot,
+    conservative_sigma2,
+    describe_mde,
+    mde,
+    mde_uncapped,
+    plan_table,
+    reps_needed,
+)
 from analysis.simulate import simulate_scores
 from analysis.stats import (
     cell_class,
@@ -17,6 +28,7 @@ from analysis.stats import (
     clustered_se,
     grid_estimate,
     grid_table,
+    pass_hat_k,
     proportion_interval,
 )
 
@@ -98,15 +110,53 @@ class TestGridEstimate:
         est = grid_estimate(k, reps, dist="normal")
         assert est.mean == pytest.approx(0.5)
         assert est.se == pytest.approx(np.std(x, ddof=1) / 2)
-        assert est.lo == pytest.approx(max(0, 0.5 - 1.959964 * est.se), abs=1e-6)
+        # The interval's ends solve (mean - p)² = z² (p(1-p)/N + W), N = n²/Σ(1/K_i) = 12 here,
+        # W = se² - mean(1-mean)/N: the binomial part as a function of p, as in Wilson's interval.
+        big_n = 16 / (1 / 2 + 1 / 4 + 1 / 4 + 1 / 3)
+        w = est.se**2 - 0.25 / big_n
+        z2 = sps.norm.ppf(0.975) ** 2
+        for end in (est.lo, est.hi):
+            assert (0.5 - end) ** 2 == pytest.approx(z2 * (end * (1 - end) / big_n + w))
 
-    def test_t_interval_matches_scipy(self):
-        """The default interval equals scipy's one-sample t interval over the scenario means."""
-        k, reps = np.array([3, 1, 4, 4, 0, 2, 5]), np.full(7, 5)
+    def test_interval_is_the_t_interval_when_scenarios_dominate(self):
+        """With rep noise negligible (10⁶ reps each), the interval is scipy's one-sample t interval."""
+        reps = np.full(7, 10**6)
+        k = (np.array([0.6, 0.2, 0.8, 0.8, 0.05, 0.4, 0.95]) * reps).astype(int)
         x = k / reps
         lo, hi = sps.t.interval(0.95, 6, loc=x.mean(), scale=sps.sem(x))
         est = grid_estimate(k, reps)
-        assert (est.lo, est.hi) == pytest.approx((lo, hi))
+        assert (est.lo, est.hi) == pytest.approx((lo, hi), abs=1e-4)
+
+    @pytest.mark.parametrize(("k", "n_scen", "reps"), [(2, 7, 2), (0, 7, 5), (5, 3, 10), (1, 7, 2)])
+    def test_equal_scenario_means_give_wilson_on_all_reps(self, k, n_scen, reps):
+        """Every scenario mean equal (e.g. a perfect oracle): the interval is Wilson's on the n·K reps,
+        not the zero-width [mean, mean] the plain t interval gives."""
+        est = grid_estimate(np.full(n_scen, k), np.full(n_scen, reps))
+        assert est.se == 0
+        lo, hi = proportion_interval(k * n_scen, reps * n_scen)
+        if 3 < k * n_scen < reps * n_scen - 3:  # away from the Poisson-corrected boundary
+            assert (est.lo, est.hi) == pytest.approx((lo[0], hi[0]))
+        assert est.hi - est.lo > 0.05
+        assert est.lo <= est.mean <= est.hi
+
+    def test_perfect_oracle_is_not_claimed_perfect(self):
+        """14 passes out of 14 reps (7 scenarios × 2): the lower bound is Wilson's 0.785, not 1."""
+        est = grid_estimate(np.full(7, 2), np.full(7, 2))
+        assert est.hi == 1 and est.lo == pytest.approx(14 / (14 + sps.norm.ppf(0.975) ** 2))
+
+    @pytest.mark.parametrize(("n_scen", "reps"), [(2, 1), (2, 3), (3, 2), (3, 3), (4, 2)])
+    def test_no_zero_width_interval_from_any_finite_grid(self, n_scen, reps):
+        """Every possible outcome of small grids (all pass-count vectors) gets an interval of positive
+        width that contains the observed mean."""
+        for k in itertools.product(range(reps + 1), repeat=n_scen):
+            est = grid_estimate(np.array(k), np.full(n_scen, reps))
+            assert est.hi - est.lo > 0.05, k
+            assert est.lo - 1e-12 <= est.mean <= est.hi + 1e-12, k
+
+    def test_one_scenario_has_no_interval(self):
+        """One scenario says nothing about the population of scenarios: no interval, not [0, x]."""
+        est = grid_estimate(np.array([2]), np.array([3]))
+        assert math.isnan(est.lo) and math.isnan(est.hi)
 
     def test_variance_split(self):
         """var_within is the mean unbiased rep variance; var_between the spread of means less rep noise."""
@@ -153,3 +203,69 @@ class TestGridTable:
         df = load_scores(small_archive)
         assert df.height == 2 * 16 * 3
         assert grid_table(df).height == 4
+
+
+class TestPassHatK:
+    @pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 6])
+    def test_matches_brute_force_enumeration(self, n):
+        """For every c and k ≤ n: the share of k-subsets of the n reps that are all passes equals C(c,k)/C(n,k)."""
+        for c in range(n + 1):
+            outcomes = [True] * c + [False] * (n - c)
+            for k in range(1, n + 1):
+                subsets = list(itertools.combinations(outcomes, k))
+                brute = sum(all(s) for s in subsets) / len(subsets)
+                assert pass_hat_k(c, n, k)[0] == pytest.approx(brute), (c, n, k)
+
+    @pytest.mark.parametrize(("n", "k"), [(3, 2), (5, 3), (8, 2), (10, 5)])
+    def test_unbiased_for_p_to_the_k(self, n, k):
+        """E[C(c,k)/C(n,k)] = p^k exactly under c ~ Binomial(n, p), where (c/n)^k is biased upward."""
+        c = np.arange(n + 1)
+        for p in (0.1, 0.35, 0.5, 0.8, 0.97):
+            w = sps.binom.pmf(c, n, p)
+            assert (w * pass_hat_k(c, np.full(n + 1, n), k)).sum() == pytest.approx(p**k)
+            assert (w * (c / n) ** k).sum() > p**k
+
+    def test_undefined_below_k_reps(self):
+        """Fewer valid reps than k: pass^k cannot be estimated (NaN, a blank in tables)."""
+        assert np.isnan(pass_hat_k(1, 1, 2)[0]) and np.isnan(pass_hat_k(0, 0, 2)[0])
+
+    def test_cell_table_columns(self, scores):
+        """cell_table carries pass^2 and pass^3 of the overall verdict, null where n_valid < k."""
+        cells = cell_table(scores)
+        for r in cells.iter_rows(named=True):
+            for k in (2, 3):
+                if r["n_valid"] < k:
+                    assert r[f"pass^{k}"] is None
+                else:
+                    assert r[f"pass^{k}"] == pytest.approx(
+                        math.comb(r["passes"], k) / math.comb(r["n_valid"], k)
+                    )
+
+
+class TestPlanningNeverOverClaims:
+    def test_zero_variance_pilot_plans_conservatively(self):
+        """A pilot where one model always passes and the other never does shows σ² = 0; the plan must not
+        promise that any difference is detectable with 1 rep (MDE 0): σ² is set to the largest p(1-p)
+        inside the pooled rate's Wilson interval, and the note says so."""
+        rates = {(v, m): r for v in ("W1", "W2", "R1", "R2", "R3") for m, r in (("a", 1.0), ("b", 0.0))}
+        df = check_columns(simulate_scores(rates, reps=5, seed=2, axis_a_rates=None))
+        comp = components_from_pilot(df, "a", "b")
+        lo, _hi = proportion_interval(25, 25)
+        assert comp.sigma2_a == pytest.approx(lo[0] * (1 - lo[0]))
+        assert comp.sigma2_b == pytest.approx(comp.sigma2_a)  # 0/25 mirrors 25/25
+        assert "no rep-to-rep variance" in comp.note
+        assert mde(5, comp) > 0.1
+        assert reps_needed(0.05, comp) > 1
+        assert conservative_sigma2(3, 6) == pytest.approx(0.25)  # p = 1/2 inside the interval
+
+    def test_mde_capped_at_the_largest_possible_difference(self):
+        """Few scenarios, much spread: the formula's MDE exceeds 1; it is reported as 1, not detectable."""
+        comp = Components(omega2=0.3, sigma2_a=0.25, sigma2_b=0.25, n_scenarios=3)
+        assert mde_uncapped(1, comp) > 1
+        assert mde(1, comp) == 1.0
+        plan = plan_table(comp, [1, 1000])
+        assert plan["mde"].to_list()[0] == 1.0 and plan["detectable"].to_list() == [False, False]
+        assert describe_mde(mde(1, comp)).startswith("none detectable")
+        ok = Components(omega2=0.0, sigma2_a=0.2, sigma2_b=0.2, n_scenarios=7)
+        assert mde(10, ok) == pytest.approx(mde_uncapped(10, ok)) and mde(10, ok) < 1
+        assert describe_mde(mde(10, ok)) == f"{mde(10, ok):.3f}"
