@@ -346,16 +346,23 @@ def _sweep(parent: Path, age: float = 60.0) -> None:
 
 
 def _file_at(root: Path, size: int, budget: int = 20000) -> Path | None:
-    """A regular file under `root` exactly at the file-size cap (a write past it was refused)."""
-    seen = 0
-    for dirpath, _dirs, files in os.walk(root):
-        for f in files:
-            seen += 1
-            if seen > budget:
-                return None
-            p = Path(dirpath) / f
-            with contextlib.suppress(OSError):
-                st = p.lstat()
-                if st.st_size >= size and os.path.isfile(p) and not p.is_symlink():
-                    return p
+    """A regular file under `root` exactly at the file-size cap (a write past it was refused).
+
+    Iterative (an agent's tree may be thousands of levels deep), never follows a link, and gives up
+    after `budget` entries."""
+    stack, seen = [str(root)], 0
+    while stack:
+        with contextlib.suppress(OSError), os.scandir(stack.pop()) as it:
+            for entry in it:
+                seen += 1
+                if seen > budget:
+                    return None
+                with contextlib.suppress(OSError):
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+                    elif (
+                        entry.is_file(follow_symlinks=False)
+                        and entry.stat(follow_symlinks=False).st_size >= size
+                    ):
+                        return Path(entry.path)
     return None
