@@ -18,7 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 SCHEMA_VERSION = 2
 
-Outcome = Literal["completed", "timeout", "crashed", "client_error", "interrupted"]
+Outcome = Literal[
+    "completed", "timeout", "crashed", "client_error", "interrupted", "resource_limit", "harness_error"
+]
 OUTCOMES: tuple[str, ...] = get_args(Outcome)
 
 
@@ -45,7 +47,7 @@ class RunRecord(Record):
     ended_at: dt.datetime | None = Field(description="When the client ended (UTC); null if interrupted.")
     duration_ms: int | None = Field(description="Wall time of the session in milliseconds.")
     exit_code: int | None = Field(description="Client exit status; negative = killed by that signal.")
-    outcome: str = Field(description="completed, timeout, crashed, client_error, interrupted, resource_limit")
+    outcome: str = Field(description=", ".join(OUTCOMES) + " (docs/runner.md, Outcomes).")
     outcome_detail: str = Field(description="One line on why the outcome is what it is.")
     reached_model: bool = Field(description="Whether any assistant event arrived (the model took a turn).")
     hook_seen: bool = Field(description="Whether a SessionStart system/hook_response event was seen.")
