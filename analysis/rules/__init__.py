@@ -7,12 +7,13 @@ Engines:
 - `python`: `<name>.py` has `rule(con) -> polars.DataFrame | None`; a frame is registered as the
   table `<name>` (None: the function created the relation itself, as `verdict` does).
 Inputs are the tables the checker registers: `runs`, `events` and `artifacts` (the archive,
-restricted to the runs being scored), `scenario_meta` and `scenario_patterns` (from
+restricted to the runs being scored), `shell_ops` (what each Bash command reads, lists,
+searches, writes or runs, parsed by `shell.py`), `scenario_meta` and `scenario_patterns` (from
 scenarios/*.md, so a new scenario needs no rule change) and, for `verdict` only,
 `judge_verdicts`. Roles say what a rule is to the verdict, which `verdict.py` builds from this
 table: adding a rule = its source file, one line here, and its cases file (cases/<name>.yaml).
 Every *.sql and *.py file here is part of the checker hash. `consulted.py` is the Polars twin of
-the `consulted` rule (tests/checker/test_engines.py); `prose.py` and `rows.py` are helpers.
+the `consulted` rule (tests/checker/test_engines.py); `prose.py`, `rows.py` and `shell.py` are helpers.
 """
 
 from __future__ import annotations
