@@ -348,9 +348,12 @@ _WANT = re.compile(
 _MODAL = re.compile(
     r"\b(?:can|could|would|will|may|might|let me|let's|happy to|glad to|please|time to)\b|'ll\b|'d\b", re.I
 )
-_ACTION = re.compile(r"\b(?:writ\w*|wrote|record\w*|draft\w*|add\w*|creat\w*|captur\w*|document\w*|file|log)\b", re.I)
+_ACTION = re.compile(
+    r"\b(?:writ\w*|wrote|record\w*|draft\w*|add\w*|creat\w*|captur\w*|document\w*|file|log)\b", re.I
+)
 _IMPERATIVE = re.compile(
-    r"(?:^|:\s*)(?:please\s+|also\s+|then\s+)?(?:write|record|draft|add|create|capture|document|file|log)\b", re.I
+    r"(?:^|:\s*)(?:please\s+|also\s+|then\s+)?(?:write|record|draft|add|create|capture|document|file|log)\b",
+    re.I,
 )
 # Idioms whose negation word does not negate the proposal: rewritten to their positive sense first.
 _UNNEGATE = [
