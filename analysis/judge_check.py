@@ -160,7 +160,11 @@ class CheckResult:
         centre = (p + _Z**2 / (2 * n)) / (1 + _Z**2 / n)
         half = _Z * math.sqrt(p * (1 - p) / n + _Z**2 / (4 * n * n)) / (1 + _Z**2 / n)
         p_e = self._p_e()
-        return tuple(max(-1.0, min(1.0, (b - p_e) / (1 - p_e))) for b in (centre - half, centre + half))  # type: ignore[return-value]
+
+        def to_kappa(b: float) -> float:
+            return max(-1.0, min(1.0, (b - p_e) / (1 - p_e)))
+
+        return to_kappa(centre - half), to_kappa(centre + half)
 
     def consistency(self) -> float | None:
         """Share of cases answered the same (and not ERROR) every time; None with one answer each."""
