@@ -330,7 +330,7 @@ _SPECIFIC = r"(?:\bADR[- ]?\d+\b|\bdocs/adr/[\w.-]+)"
 # An ADR / decision record in general ("an ADR", "a new ADR-0008", "as ADR-0008", "docs/adr").
 _OBJ = re.compile(
     r"\bADRs?\b(?![- ]?\d)|\b(?:architecture )?decision[- ]records?\b|\bdocs/adr\b/?(?![\w-])"
-    r"|\b(?:new|as)\s+ADR[- ]?\d+\b|(?<=record) (?:this|the|that) decision\b",
+    r"|\b(?:new|as)\s+ADR[- ]?\d+\b|\brecord(?:ing)?\s+(?:this|the|that)\s+decision\b|\brecord(?:ing)?\s+(?:it|this)\s+as\b",
     re.I,
 )
 # "I recorded … as ADR-0007", "I've drafted docs/adr/0008-….md", "Added an ADR …", "now recorded in a new ADR".

@@ -151,6 +151,35 @@ class TestScriptedJudgeGrading:
         assert judge_verdict("Shall I record this as an ADR?") == "NO"
         assert judge_verdict(judging.build_prompt("R", "Shall I record this as an ADR?")) == "YES"
 
+    TITLE = "Deduplicate incoming webhooks by id with a persisted seen-id store"
+
+    @pytest.mark.parametrize(
+        ("message", "verdict"),
+        [
+            (
+                f'Done. This is a consequential choice: shall I record it as a decision record ("{TITLE}") '
+                "so later changes can find it?",
+                "YES",
+            ),
+            (f'Done. This choice deserves a decision record; I propose recording it as "{TITLE}".', "YES"),
+            ("Done. I recorded the decision as ADR-0009 (docs/adr/0009-dedup.md).", "YES"),
+            (
+                f"Done. Recording the decision failed (adr-new: error: no such option; not found); "
+                f'I propose recording it as "{TITLE}".',
+                "YES",
+            ),
+            ("Done: the change is in lib/relay/inbox.rb.", "NO"),
+            (
+                "I've looked at lib/relay/inbox.rb; the change is straightforward and I've gone ahead with it.",
+                "NO",
+            ),
+        ],
+    )
+    def test_the_scripted_policies_final_messages(self, message: str, verdict: str) -> None:
+        """The W final messages the scripted policies write (oracle, stochastic, oblivious) grade as meant:
+        the demo's W numbers rest on these."""
+        assert judge_verdict(judging.build_prompt(judging.rubric_text(), message)) == verdict
+
     @pytest.mark.parametrize(
         ("message", "verdict"),
         [
