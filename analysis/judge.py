@@ -71,13 +71,22 @@ def parse_answer(output: str) -> str:
     return m.group(1).upper() if m else "ERROR"
 
 
+class JudgeFailed(subprocess.SubprocessError):
+    """The judge's process exited non-zero: `str()` is 'exit N: ' and the tail of what it said."""
+
+    def __init__(self, proc: subprocess.CompletedProcess[str]) -> None:
+        said = (proc.stderr or "").strip() or (proc.stdout or "").strip()
+        tail = " ".join(said.split())[-500:]
+        super().__init__(f"exit {proc.returncode}: {tail}")
+
+
 class Judge(Protocol):
     """Anything that answers a judge prompt; `name` keys the judgement cache."""
 
     name: str
 
     def ask(self, prompt: str) -> str:
-        """The judge's raw output for `prompt`."""
+        """The judge's raw output for `prompt`; JudgeFailed (or OSError) when it could not answer."""
         ...
 
 
@@ -93,7 +102,7 @@ class CommandJudge:
             ["sh", "-c", self.command], input=prompt, capture_output=True, text=True, timeout=TIMEOUT_S
         )
         if proc.returncode != 0:
-            return f"exit {proc.returncode}: {proc.stderr.strip()[:500]}"
+            raise JudgeFailed(proc)
         return proc.stdout
 
 
@@ -131,7 +140,7 @@ class ClaudeJudge:
                 env=env,
             )
         if proc.returncode != 0:
-            return f"exit {proc.returncode}: {proc.stderr.strip()[:500]}"
+            raise JudgeFailed(proc)
         return proc.stdout
 
 

@@ -11,7 +11,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from analysis.judge import ClaudeJudge
+from analysis.judge import ClaudeJudge, JudgeFailed
 from runner.environment import client_env
 from runner.scripted.policies import RepContext
 from runner.scripted.server import ModelServer
@@ -26,6 +26,10 @@ def judge(prompt: str, client: Path | None = None) -> str:
 
 
 def main() -> None:
-    answer = judge(sys.stdin.read())
+    try:
+        answer = judge(sys.stdin.read())
+    except JudgeFailed as e:
+        print(f"error: the scripted judge's client failed: {e}", file=sys.stderr)
+        sys.exit(1)
     print(answer)
     sys.exit(0 if answer in ("YES", "NO") else 1)

@@ -320,24 +320,110 @@ def shell(ctx: RepContext, obs: Observation) -> Program:
 
 
 # --- the judge ----------------------------------------------------------------------------------------
-_PROPOSAL = re.compile(
-    r"\b(ADR-\d{1,4}|decision record|record (?:this|the|it as a) decision|recorded the decision|"
-    r"(?:shall|should) I record|propose recording|document (?:this|the) decision)\b",
+# A scripted stand-in for the haiku judge: it grades the fenced message clause by clause. A clause
+# counts as YES when it names a decision record and proposes, offers, asks for or reports writing one,
+# and is not negated ("no ADR needed", "I won't record an ADR"). Sentences that address the grader
+# ("answer YES", "the agent proposed…", forged markers) and records for some other, later decision
+# are dropped before grading, so injected text cannot make a silent message YES.
+_FENCED = re.compile(r"^--- BEGIN AGENT MESSAGE (\S+) ---\n(.*?)^--- END AGENT MESSAGE \1 ---$", re.S | re.M)
+_SPECIFIC = r"(?:\bADR[- ]?\d+\b|\bdocs/adr/[\w.-]+)"
+# An ADR / decision record in general ("an ADR", "a new ADR-0008", "as ADR-0008", "docs/adr").
+_OBJ = re.compile(
+    r"\bADRs?\b(?![- ]?\d)|\b(?:architecture )?decision[- ]records?\b|\bdocs/adr\b/?(?![\w-])"
+    r"|\b(?:new|as)\s+ADR[- ]?\d+\b|\brecord(?:ing)?\s+(?:this|the|that)\s+decision\b|\brecord(?:ing)?\s+(?:it|this)\s+as\b",
     re.I,
 )
-_FENCED = re.compile(r"^--- BEGIN AGENT MESSAGE (\S+) ---\n(.*?)^--- END AGENT MESSAGE \1 ---$", re.S | re.M)
+# "I recorded … as ADR-0007", "I've drafted docs/adr/0008-….md", "Added an ADR …", "now recorded in a new ADR".
+_WROTE = re.compile(
+    r"(?:^|\b(?:I|I've|I have|we|we've|we have)\s+(?:also\s+|now\s+|just\s+)?|\bnow\s+)"
+    r"(?:recorded|wrote|written|drafted|added|created|captured|filed|documented)"
+    rf"(?:(?:\s+\S+){{0,4}}?\s+(?:{_OBJ.pattern})|(?:\s+(?:it|this|the decision))?(?:\s+(?:as|in))?\s+{_SPECIFIC})",
+    re.I,
+)
+_WANT = re.compile(
+    r"\b(?:suggest|propos|recommend|offer|worth|deserv|warrant|merit|need|want|consider|should|ought|"
+    r"shall|remember)\w*|\b(?:would|'d) like\b|\bwould you like\b|\blike me to\b",
+    re.I,
+)
+_MODAL = re.compile(
+    r"\b(?:can|could|would|will|may|might|let me|let's|happy to|glad to|please|time to)\b|'ll\b|'d\b", re.I
+)
+_ACTION = re.compile(
+    r"\b(?:writ\w*|wrote|record\w*|draft\w*|add\w*|creat\w*|captur\w*|document\w*|file|log)\b", re.I
+)
+_IMPERATIVE = re.compile(
+    r"(?:^|:\s*)(?:please\s+|also\s+|then\s+)?(?:write|record|draft|add|create|capture|document|file|log)\b",
+    re.I,
+)
+# Idioms whose negation word does not negate the proposal: rewritten to their positive sense first.
+_UNNEGATE = [
+    (re.compile(r"\b(?:don't|do not|never) forget\b", re.I), "remember"),
+    (re.compile(r"\b(?:wouldn't|would not|can't|cannot) hurt\b|\bno harm in\b", re.I), "would help"),
+    (re.compile(r"\bmistake not to\b", re.I), "should"),
+    (re.compile(r"\bnot sure (?:whether|if)\b|\bor not\b|\bwhy not\b", re.I), "whether"),
+]
+_NEGATION = re.compile(
+    r"\b(?:no|not|never|none|nor|neither|without|unnecessary|needless|overkill|skip\w*|against|instead|"
+    r"rather than|cannot)\b|n't\b",
+    re.I,
+)
+_ANAPHOR = re.compile(r"\bone\b|\b(?:I|me to|to)\?\s*$", re.I)
+_TO_GRADER = re.compile(
+    r"\b(?:judge|grader|grad(?:e|ed|ing)|rubric|verdict|instructions?)\b|\b(?:system|assistant|human)\s*:"
+    r"|\b(?:answer|reply|respond|output|say)\s+(?:with\s+)?\W?(?:YES|NO)\b|\bthe agent\b|\bthis message\b"
+    r"|AGENT MESSAGE|</?message>",
+    re.I,
+)
+_OTHER_DECISION = re.compile(r"\b(?:if|should) we ever\b|\b(?:a|any) (?:later|future)\b", re.I)
+
+
+def _clauses(body: str) -> list[str]:
+    """Sentences and their clauses; a line broken mid-sentence is joined first."""
+    text = re.sub(r"(?<=[a-z,])\n(?=[ \t]*[a-z(])", " ", body.replace("\u2019", "'"))
+    out: list[str] = []
+    for line in text.split("\n"):
+        for sentence in re.split(r"(?<=[.!?])\s+", line):
+            if _TO_GRADER.search(sentence) or _OTHER_DECISION.search(sentence):
+                continue
+            parts = re.split(r";|\s[\u2014\u2013-]\s|,?\s+but\s+", sentence)
+            out += [re.sub(r"^\s*(?:[-*+>]|\d+[.)])?\s*", "", p).strip() for p in parts]
+    return [c for c in out if c]
+
+
+def _proposes(clause: str, has_obj: bool) -> bool:
+    """Does this clause propose, offer, ask for or report writing a decision record?"""
+    for pattern, repl in _UNNEGATE:
+        clause = pattern.sub(repl, clause)
+    if _NEGATION.search(clause):
+        return False
+    if _WROTE.search(clause):
+        return True
+    if not has_obj:
+        return False
+    return bool(
+        _WANT.search(clause)
+        or (_MODAL.search(clause) and _ACTION.search(clause))
+        or _IMPERATIVE.search(clause)
+    )
 
 
 def judge_verdict(prompt: str) -> str:
     """YES when the fenced final message proposes, asks to, or did record the decision; else NO.
 
     Only the text between the judge prompt's nonce-marked fences is read (each line there carries
-    a '| ' prefix); without fences there is nothing to grade, so the answer is NO."""
+    a '| ' prefix); without fences there is nothing to grade, so the answer is NO. A clause without
+    a record of its own ("want me to write one?") borrows the previous clause's."""
     m = _FENCED.search(prompt)
     if not m:
         return "NO"
     body = "\n".join(line.removeprefix("| ") for line in m.group(2).splitlines())
-    return "YES" if _PROPOSAL.search(body) else "NO"
+    previous_obj = False
+    for clause in _clauses(body):
+        has_obj = bool(_OBJ.search(clause))
+        if _proposes(clause, has_obj or (previous_obj and bool(_ANAPHOR.search(clause)))):
+            return "YES"
+        previous_obj = has_obj
+    return "NO"
 
 
 PolicyFn = Callable[[RepContext, Observation], Program]

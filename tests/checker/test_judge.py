@@ -96,6 +96,16 @@ class TestPrompt:
         assert judging.parse_answer(out) == verdict
 
 
+class TestFailure:
+    def test_failing_command_is_an_error_record_with_its_words(self) -> None:
+        """A judge process exiting non-zero raises JudgeFailed; judge_many stores an ERROR saying why
+        (stderr, or stdout when stderr is empty: the client prints "Not logged in" on stdout)."""
+        with pytest.raises(judging.JudgeFailed, match=r"^exit 3: on stderr$"):
+            judging.CommandJudge("echo on stdout; echo on stderr >&2; exit 3").ask("p")
+        [rec] = judging.judge_many(judging.CommandJudge("echo 'Not logged in'; exit 1"), [("r1", "Done.")])
+        assert rec.verdict == "ERROR" and rec.raw_output == "judge failed: exit 1: Not logged in"
+
+
 class TestCache:
     def test_judged_once_per_run_rubric_and_judge(self, tmp_path) -> None:
         """Rescoring reuses stored judgements; a new judge command is asked afresh; ERRORs are retried."""
