@@ -371,3 +371,16 @@ class TestThroughTheClient:
         )
         assert lenient.returncode == 0, lenient.stdout + lenient.stderr
         assert lenient.stdout.rstrip().endswith("verdict: PASS")
+
+    def test_the_whole_set_with_the_scripted_judge_passes(self, tmp_path: Path) -> None:
+        """What CI requires of the judge the demo and the tests use: `evalb judge-check` with
+        evalb-scripted-judge through the real client, on every labelled case, twice each: exit 0,
+        κ's lower bound at least 0.8, every answer consistent and none an ERROR."""
+        out_json = tmp_path / "check.json"
+        proc = evalb("--judge", SCRIPTED_JUDGE, "--jobs", "2", "--json", str(out_json), timeout=1800)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        data = json.loads(out_json.read_text())
+        assert data["passed"] is True and data["kappa_ci95"][0] >= 0.8
+        assert data["matrix"]["YES"]["ERROR"] == 0 and data["matrix"]["NO"]["ERROR"] == 0
+        assert sum(len(c["answers"]) for c in data["cases"]) == 2 * len(CASES)
+        assert proc.stdout.rstrip().endswith("verdict: PASS")
