@@ -5,9 +5,16 @@ proxy and a dummy key, so nothing the agent's tools can read (its environment, /
 holds the credential. Each request's head is rewritten: the client's `x-api-key` /
 `authorization` are dropped, the real header is added, the path is put under the upstream base
 URL (which may carry a path, e.g. the scripted model's per-rep one), and `Connection: close` is
-asked for, so every request on a connection passes through here (one request per connection).
-The response is relayed byte for byte as it arrives (a streamed reply stays streamed; a cut
-upstream connection is cut downstream too). A request must carry a content-length (the client's do).
+asked for (one upstream connection per request). A request must carry a content-length (the
+client's do).
+
+The client's connection is kept alive: it carries the client's requests one after another (even
+pipelined), and every reply ends by its framing, never by a close. The upstream's framing
+(content-length, chunked) is kept; a body that ends only with the upstream connection (the
+scripted model's SSE) is re-framed as chunked. The reply is relayed as it arrives (a streamed
+reply stays streamed); a cut upstream cuts the client's connection (RST). Ending each reply by
+closing was the cause of flaky `--network api-only` reps: over a unix socket the client (Bun)
+may lose the tail of a reply when the close comes right after it ("empty or malformed response").
 
 With `unix_path` it listens on that unix socket instead, for a rep confined without a network
 (`--network api-only`): the client reaches the API through `ANTHROPIC_UNIX_SOCKET`, honoured by
@@ -244,14 +251,11 @@ def _answer(sock: socket.socket, status: int, message: str, close: bool = False)
 
 
 def _relay(client: socket.socket, upstream: _Reader, head_only: bool, close: bool) -> bool:
-    """Copy the reply down as it arrives, framed so that its end never depends on a closed connection.
+    """Copy the reply down as it arrives, framed so that its end never depends on a close.
 
-    The upstream's own framing is kept (content-length, chunked); a body that ends only with the
-    upstream connection (the scripted model's SSE) is re-framed as chunked, and the client's
-    connection stays open for its next request unless it asked for close. The client (Bun's
-    fetch) thus never has to tell a reply's end from a close: over a unix socket, a close right
-    after a reply races with reading it ("empty or malformed response", ECONNRESET). A cut
-    upstream cuts the client's connection (RST), never ends the reply cleanly. True: keep alive."""
+    An upstream error, or an end inside a content-length or chunked body, cuts the client's
+    connection (RST); a re-framed body ends where the upstream connection does (a cut there reads as
+    a short reply, as it would without the proxy). True: the connection stays open."""
     try:
         while True:
             raw = upstream.head()
@@ -266,9 +270,12 @@ def _relay(client: socket.socket, upstream: _Reader, head_only: bool, close: boo
         out = [lines[0]] + [ln for ln in headers if ln.split(b":", 1)[0].strip().lower() not in _HOP]
         if head_only or status in (204, 304):
             mode = "none"
-        elif b"transfer-encoding" in names:
+        elif names.get(b"transfer-encoding", b"").lower().endswith(b"chunked"):
             mode = "chunked"
             out.append(b"transfer-encoding: " + names[b"transfer-encoding"])
+        elif b"transfer-encoding" in names:  # coded, then ended by the close: chunked on top
+            mode = "reframe"
+            out.append(b"transfer-encoding: " + names[b"transfer-encoding"] + b", chunked")
         elif b"content-length" in names:
             mode = "length"
         else:

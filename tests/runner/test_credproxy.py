@@ -255,7 +255,7 @@ def test_replies_are_framed_and_the_connection_kept_for_the_next_request(
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             sock.connect(unix)
         else:
-            sock = socket.create_connection(("127.0.0.1", proxy.server.server_address[1]))  # type: ignore[index]
+            sock = socket.create_connection(("127.0.0.1", int(proxy.url.rsplit(":", 1)[1])))
         with sock, sock.makefile("rb") as f:
             sock.settimeout(10)
             sock.sendall(_request(1))
@@ -277,7 +277,7 @@ def test_a_cut_reply_is_never_complete(raw_upstream: str, monkeypatch: pytest.Mo
     monkeypatch.setitem(REPLIES, "cut", REPLIES["content-length"][:2])
     monkeypatch.setattr(RawUpstream, "kind", "cut")
     with CredentialProxy(raw_upstream, {"x-api-key": "real"}) as proxy:
-        conn = http.client.HTTPConnection("127.0.0.1", proxy.server.server_address[1], timeout=10)  # type: ignore[index]
+        conn = http.client.HTTPConnection("127.0.0.1", int(proxy.url.rsplit(":", 1)[1]), timeout=10)
         conn.request("POST", "/v1/messages", body=b"{}")
         resp = conn.getresponse()
         with pytest.raises((http.client.IncompleteRead, ConnectionError)):
