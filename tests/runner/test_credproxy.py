@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
+import socket
+import socketserver
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import ClassVar
+from typing import BinaryIO, ClassVar
 
 import pytest
 
@@ -163,3 +167,146 @@ def test_proxy_speaks_tls_to_the_upstream(tmp_path: Path, monkeypatch: pytest.Mo
         srv.server_close()
     assert status == 200 and b'{"hello": 1}' in body
     assert Upstream.seen[0]["x-api-key"] == "tls-key" and Upstream.seen[0]["path"] == "/v1/messages"
+
+
+# -- framing and keep-alive: replies split anyhow, several requests on one connection -----------------
+SSE = b"event: message_start\ndata: {}\n\nevent: message_stop\ndata: {}\n\n"
+REPLIES = {  # the reply head and body pieces, each written on its own (split across the framing)
+    "close-delimited": [b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r", b"\n",
+                        SSE[:7], SSE[7:40], SSE[40:]],
+    "content-length": [b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n" % len(SSE), b"\r\n" + SSE[:3], SSE[3:]],
+    "chunked": [b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n%x" % 20, b"\r\n" + SSE[:20] + b"\r",
+                b"\n%x\r\n%s\r\n0\r\n" % (len(SSE) - 20, SSE[20:]), b"x-trailer: 1\r\n", b"\r\n"],
+}  # fmt: skip
+
+
+class RawUpstream(socketserver.BaseRequestHandler):
+    """Reads one request, answers with REPLIES[kind] piece by piece, then closes (as asked)."""
+
+    kind = "close-delimited"
+    heads: ClassVar[list[bytes]] = []
+
+    def handle(self) -> None:
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            buf += self.request.recv(65536)
+        head, _, body = buf.partition(b"\r\n\r\n")
+        length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))  # type: ignore[union-attr]
+        while len(body) < length:
+            body += self.request.recv(65536)
+        RawUpstream.heads.append(head + b"\r\n\r\n" + body)
+        for piece in REPLIES[self.kind]:
+            self.request.sendall(piece)
+            time.sleep(0.005)
+
+
+@pytest.fixture
+def raw_upstream() -> Iterator[str]:
+    RawUpstream.heads = []
+    srv = socketserver.ThreadingTCPServer(("127.0.0.1", 0), RawUpstream)
+    srv.daemon_threads = True
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}/r/x"
+    srv.shutdown()
+    srv.server_close()
+
+
+def _read_reply(f: BinaryIO) -> tuple[int, dict[str, str], bytes]:
+    """One HTTP/1.1 reply from a stream; its body must end by its framing (never by a close)."""
+    status = int(f.readline().split()[1])
+    headers: dict[str, str] = {}
+    while (line := f.readline()) not in (b"\r\n", b""):
+        name, _, value = line.decode().partition(":")
+        headers[name.strip().lower()] = value.strip()
+    if "content-length" in headers:
+        return status, headers, f.read(int(headers["content-length"]))
+    assert headers.get("transfer-encoding") == "chunked", f"a reply that ends only with a close: {headers}"
+    body = b""
+    while size := int(f.readline().split(b";")[0], 16):
+        body += f.read(size)
+        assert f.read(2) == b"\r\n"
+    while f.readline() not in (b"\r\n", b""):  # trailers
+        pass
+    return status, headers, body
+
+
+def _request(n: int) -> bytes:
+    body = b'{"n": %d}' % n
+    return b"POST /v1/messages HTTP/1.1\r\nhost: x\r\nx-api-key: dummy\r\ncontent-length: %d\r\n\r\n%s" % (
+        len(body),
+        body,
+    )
+
+
+@pytest.mark.parametrize("kind", sorted(REPLIES))
+@pytest.mark.parametrize("transport", ["unix", "tcp"])
+def test_replies_are_framed_and_the_connection_kept_for_the_next_request(
+    raw_upstream: str, kind: str, transport: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The root cause of the flaky `--network api-only` rep: the proxy ended every reply by closing
+    the client's connection, and the client (Bun) over a unix socket may lose a reply's tail when the
+    close comes with it. Now each reply ends by its framing (a close-delimited one re-framed as
+    chunked), no `connection: close` is added, and the connection serves the next requests, even
+    pipelined ones (several in one write); the reply pieces split the head and the chunk lines."""
+    monkeypatch.setattr(RawUpstream, "kind", kind)
+    unix = str(tmp_path / "p.sock") if transport == "unix" else None
+    with CredentialProxy(raw_upstream, {"x-api-key": "real"}, unix_path=unix) as proxy:
+        if unix:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.connect(unix)
+        else:
+            sock = socket.create_connection(("127.0.0.1", int(proxy.url.rsplit(":", 1)[1])))
+        with sock, sock.makefile("rb") as f:
+            sock.settimeout(10)
+            sock.sendall(_request(1))
+            replies = [_read_reply(f)]
+            sock.sendall(_request(2) + _request(3))  # two in one write, on the same connection
+            replies += [_read_reply(f), _read_reply(f)]
+            for status, headers, body in replies:
+                assert status == 200 and body == SSE and "connection" not in headers
+            sock.settimeout(0.2)  # still open: no end of stream after the last reply
+            with pytest.raises(TimeoutError):
+                sock.recv(1)
+        assert proxy.requests == 3
+    assert [h.endswith(b'{"n": %d}' % n) for n, h in enumerate(RawUpstream.heads, 1)] == [True] * 3
+    assert all(b"x-api-key: real" in h and b"dummy" not in h for h in RawUpstream.heads)
+
+
+def test_a_cut_reply_is_never_complete(raw_upstream: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An upstream that closes inside a content-length body: the client's connection breaks too."""
+    monkeypatch.setitem(REPLIES, "cut", REPLIES["content-length"][:2])
+    monkeypatch.setattr(RawUpstream, "kind", "cut")
+    with CredentialProxy(raw_upstream, {"x-api-key": "real"}) as proxy:
+        conn = http.client.HTTPConnection("127.0.0.1", int(proxy.url.rsplit(":", 1)[1]), timeout=10)
+        conn.request("POST", "/v1/messages", body=b"{}")
+        resp = conn.getresponse()
+        with pytest.raises((http.client.IncompleteRead, ConnectionError)):
+            resp.read()
+
+
+def test_concurrent_keep_alive_clients(upstream: str) -> None:
+    """Eight clients at once, each sending five requests on its own kept-alive connection."""
+    errors: list[BaseException] = []
+
+    def client(k: int) -> None:
+        try:
+            host, port = proxy.url.removeprefix("http://").split(":")
+            conn = http.client.HTTPConnection(host, int(port), timeout=20)
+            for i in range(5):
+                body = b'{"c": %d, "i": %d}' % (k, i)
+                conn.request("POST", "/v1/messages", body=body, headers={"x-api-key": DUMMY_KEY})
+                first = conn.sock
+                resp = conn.getresponse()
+                assert resp.status == 200 and resp.read() == b"event: a\n\n" + body + b"event: z\n\n"
+                assert conn.sock is first  # the same connection throughout
+        except BaseException as e:
+            errors.append(e)
+
+    with CredentialProxy(upstream, {"x-api-key": "real-key"}) as proxy:
+        threads = [threading.Thread(target=client, args=(k,)) for k in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert errors == [] and proxy.requests == 40
+    assert len(Upstream.seen) == 40
