@@ -13,6 +13,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from runner.limits import Limits
 from tests.conftest import GOLDEN, SCRIPTED_JUDGE
 from tests.hardening.helpers import check_archive, record_shell, run_recorder, snapshot
 
@@ -220,7 +221,12 @@ def test_resource_attacks_are_capped_not_fatal(tmp_path: Path, monkeypatch: pyte
     work.mkdir()
     peak = _peak_rss_mib()
     try:
-        df = record_shell(root, tmp_path, _resource_attacks(), monkeypatch=monkeypatch, workdir=work)
+        # files up to 4 GiB may be written (the default per-rep cap is 1 GiB): the 2 GB sparse file must
+        # reach capture, whose own caps are what this test is about
+        df = record_shell(
+            root, tmp_path, _resource_attacks(), monkeypatch=monkeypatch, workdir=work,
+            limits=Limits(file_size=4 << 30),
+        )  # fmt: skip
         grew = _peak_rss_mib() - peak
         left = list(work.iterdir())  # the recorder removed the 1,200-deep sandbox
     finally:
