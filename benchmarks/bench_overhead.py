@@ -66,7 +66,9 @@ def evalb_rep(server: ModelServer, opts: RecordOptions, archive: Archive, rep: i
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=8)
-    ap.add_argument("--grid-reps", type=int, default=1, help="reps per variant in the --jobs grids")
+    ap.add_argument(
+        "--grid-reps", type=int, default=1, help="reps per variant in the --jobs grids (0: skip them)"
+    )
     a = ap.parse_args()
     opts = RecordOptions()
     work = Path(tempfile.mkdtemp(prefix="evalb-bench-"))
@@ -92,9 +94,10 @@ def main() -> None:
     print(
         f"  parts: sandbox build {build_ms:.0f} ms; plugin+frozen identity {ident_ms:.0f} ms (once per grid)"
     )
-    print(f"grid wall time, 8 variants x {a.grid_reps} rep(s) x {MODEL}:")
     base = None
-    for jobs in (1, 2, 4):
+    if a.grid_reps > 0:
+        print(f"grid wall time, 8 variants x {a.grid_reps} rep(s) x {MODEL}:")
+    for jobs in (1, 2, 4) if a.grid_reps > 0 else ():
         root = Archive(work / f"grid-{jobs}")
         slots = expand(["all"], [MODEL], a.grid_reps, plugin_hash_of(opts.plugin_dir))
         t0 = time.perf_counter()
