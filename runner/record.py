@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evalb import __version__, manifest, paths, sandbox
-from evalb.archive import Archive, InflightRun
+from evalb.archive import Archive
+from evalb.journal import InflightRun
 from evalb.errors import ClientError, UsageError
 from evalb.scenarios import Scenario, Variant, resolve_variant
 from evalb.schema import SCHEMA_VERSION, RunRecord

@@ -99,8 +99,8 @@ class TestPrompt:
 class TestFailure:
     def test_failing_command_is_an_error_record_with_its_words(self) -> None:
         """A judge process exiting non-zero raises JudgeFailed; judge_many stores an ERROR saying why
-        (stderr, or stdout when stderr is empty: the client prints "Not logged in" on stdout)."""
-        with pytest.raises(judging.JudgeFailed, match=r"^exit 3: on stderr$"):
+        (stdout and stderr: the client prints "Not logged in" on stdout)."""
+        with pytest.raises(judging.JudgeFailed, match=r"^exit 3: on stdout / on stderr$"):
             judging.CommandJudge("echo on stdout; echo on stderr >&2; exit 3").ask("p")
         [rec] = judging.judge_many(judging.CommandJudge("echo 'Not logged in'; exit 1"), [("r1", "Done.")])
         assert rec.verdict == "ERROR" and rec.raw_output == "judge failed: exit 1: Not logged in"
