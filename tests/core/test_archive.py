@@ -12,7 +12,7 @@ import pytest
 from evalb import schema_doc
 from evalb.archive import Archive, connect, read_table
 from evalb.errors import ArchiveError
-from evalb.schema import SCHEMA_VERSION, RunRecord, columns
+from evalb.schema import SCHEMA_VERSION, RunRecord, columns, run_record
 
 HOOK = '{"type":"system","subtype":"hook_response","hook_event":"SessionStart","output":"{}"}'
 ASSISTANT = (
@@ -29,7 +29,7 @@ def _run(run_id: str = "r1") -> RunRecord:
         api_retries=0, confinement="bwrap", stderr="", n_lines=0, n_malformed=0, recorder_version="0",
         host="h", options_json="{}",
     )  # fmt: skip
-    return RunRecord(**fields)
+    return run_record(**fields)
 
 
 class TestDocs:
