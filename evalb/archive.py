@@ -313,7 +313,7 @@ class Archive:
         files = self.files(table)
         if not files:
             return to_frame(table, []).lazy()
-        return pl.scan_parquet(files, missing_columns="insert", extra_columns="ignore")
+        return pl.scan_parquet(files, missing_columns="insert", extra_columns="ignore", glob=False)
 
     def read(self, table: str, columns: Sequence[str] | None = None) -> pl.DataFrame:
         """A whole table (or some of its columns) as a Polars frame."""
