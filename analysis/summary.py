@@ -7,7 +7,7 @@ from pathlib import Path
 import polars as pl
 
 from analysis.degradation import degradation_lines, degradation_table
-from analysis.frames import check_columns
+from analysis.frames import CELL_KEYS, check_columns
 from analysis.stats import PASS_K, cell_table, grid_table
 from evalb.archive import Archive
 
@@ -18,6 +18,26 @@ def _pct(v: float | None) -> str:
 
 def _interval(lo: float | None, hi: float | None) -> str:
     return "[   -,    -]" if lo is None or hi is None else f"[{100 * lo:3.0f}%, {100 * hi:3.0f}%]"
+
+
+def cell_counts(scores: pl.DataFrame) -> pl.DataFrame:
+    """Per cell (variant × model × plugin, `CELL_KEYS`): runs, valid runs, passes, A and B passes,
+    invalid runs. A score frame without plugin_hash counts as one plugin, "(none)"."""
+    if "plugin_hash" not in scores.columns:
+        scores = scores.with_columns(plugin_hash=pl.lit(None, dtype=pl.String))
+    return (
+        scores.with_columns(pl.col("plugin_hash").fill_null("(none)"))
+        .group_by(*CELL_KEYS)
+        .agg(
+            runs=pl.len(),
+            valid=pl.col("valid").sum(),
+            passed=pl.col("passed").fill_null(False).sum(),
+            a_pass=pl.col("axis_a").fill_null(False).sum(),
+            b_pass=pl.col("axis_b").fill_null(False).sum(),
+            invalid=(~pl.col("valid")).sum(),
+        )
+        .sort(*CELL_KEYS)
+    )
 
 
 def summary_text(archive: Archive | Path | str, conf: float = 0.95) -> str:
