@@ -138,8 +138,10 @@ class Archive:
         self._runs_lock = threading.Lock()
 
     @classmethod
-    def open(cls, path: Path | str) -> Archive:
-        """The archive at `path`, checked to exist and be readable by this evalb (no writes)."""
+    def open(cls, path: Path | str, *, writable: bool = False) -> Archive:
+        """The archive at `path`, checked to exist and be readable by this evalb (no writes); with
+        `writable`, an existing archive is also migrated if old and checked writable (`ensure`),
+        but a missing path or a folder that is not an archive is still refused, never created."""
         root = Path(path)
         if not root.exists():
             raise NotAnArchiveError(
@@ -155,7 +157,10 @@ class Archive:
                 f"{root} is not an evalb archive ({what})",
                 hint="record into it first with evalb-record, or pass the right --archive",
             )
-        archive.check_readable()
+        if writable:
+            archive.ensure()
+        else:
+            archive.check_readable()
         return archive
 
     @classmethod

@@ -330,7 +330,7 @@ def import_(
 def recover(archive: ArchiveOpt = paths.DEFAULT_ARCHIVE) -> None:
     """Commit reps left in flight by a recorder that was killed, as `interrupted`."""
     refuse_inside_inputs("--archive", archive, None)
-    arch = Archive(archive)
+    arch = Archive.open(archive, writable=True)
     arch.ensure()
     ids = arch.recover_stale()
     print(f"recovered {len(ids)} interrupted reps", file=sys.stderr)

@@ -199,3 +199,22 @@ class TestRunRecord:
         assert json.loads(run.options_json) == {"judge": "scripted"}
         kept = run_record(summary, **{**fields, "options_json": '{"judge": "opus", "timeout_s": 5}'})
         assert json.loads(kept.options_json) == {"judge": "opus", "timeout_s": 5}
+
+
+class TestRecoverTypo:
+    def test_recover_on_a_typo_path_creates_nothing(self, tmp_path: Path) -> None:
+        """`evalb-record recover --archive TYPO`: one line, exit 2, no empty archive left behind."""
+        import subprocess
+
+        script = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "evalb-record"
+        typo = tmp_path / "archiv"
+        res = subprocess.run(
+            [str(script), "recover", "--archive", str(typo)], capture_output=True, text=True, timeout=120
+        )
+        assert res.returncode == 2 and "no such folder" in res.stderr, res.stderr
+        assert len(res.stderr.strip().splitlines()) == 1 and not typo.exists()
+        with pytest.raises(NotAnArchiveError):
+            Archive.open(typo, writable=True)
+        assert not typo.exists()
+        Archive.create_or_open(typo)
+        assert Archive.open(typo, writable=True).exists()
