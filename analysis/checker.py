@@ -26,28 +26,13 @@ from analysis import judge as judging
 from analysis.rules import FINAL, JUDGE_INPUT, RULES
 from analysis.rules.shell import register_shell_table
 from evalb import paths
-from evalb.archive import Archive, has_rows, read_table, table_glob
-from evalb.errors import ArchiveError, ScenarioError
+from evalb.archive import LATEST_RUN_COLUMNS, Archive
+from evalb.errors import ScenarioError
 from evalb.scenarios import load_scenarios
-from evalb.schema import columns, to_frame
+from evalb.schema import columns
 
 #: Columns of `latest_scores` taken from the runs table (after every ScoreRecord column).
-RUN_COLUMNS: tuple[str, ...] = (
-    "model_id",
-    "outcome",
-    "started_at",
-    "duration_ms",
-    "cost_usd",
-    "input_tokens",
-    "output_tokens",
-    "cache_read_tokens",
-    "cache_creation_tokens",
-    "num_turns",
-    "client_version",
-    "plugin_name",
-    "plugin_version",
-    "source",
-)
+RUN_COLUMNS: tuple[str, ...] = LATEST_RUN_COLUMNS
 
 #: What of the events the rules read. The load is thinned, because moving every tool result and
 #: every line's raw JSON into DuckDB would dominate a full rescore: only assistant, result and
@@ -234,31 +219,34 @@ def _check_patterns(con: duckdb.DuckDBPyConnection, patterns: pl.DataFrame) -> N
             ) from e
 
 
-def _scan(root: Path, table: str) -> pl.LazyFrame:
-    """A lazy scan of one table's files; empty with the table's schema when there are none.
+def as_archive(archive: Archive | Path | str) -> Archive:
+    """`archive` itself, or the archive opened (and validated) at that path."""
+    return archive if isinstance(archive, Archive) else Archive.open(archive)
+
+
+def load_inputs(
+    archive: Archive,
+    variant: str | None = None,
+    model: str | None = None,
+    run_ids: list[str] | None = None,
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """(runs, events, artifacts) of the runs in scope, with the columns the rules read.
 
     Polars, not DuckDB's read_parquet, reads the files: with one small file per run and table,
     per-file overhead dominates, and Polars opens ~5x faster per file here (see docs/scoring.md).
     """
-    if not has_rows(root, table):
-        return to_frame(table, []).lazy()
-    return pl.scan_parquet(table_glob(root, table), missing_columns="insert", extra_columns="ignore")
-
-
-def load_inputs(
-    root: Path, variant: str | None = None, model: str | None = None
-) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """(runs, events, artifacts) of the runs in scope, with the columns the rules read."""
-    runs_lf = _scan(root, "runs").select(_RUN_COLUMNS_READ)
+    runs_lf = archive.scan("runs").select(_RUN_COLUMNS_READ)
+    if run_ids is not None:
+        runs_lf = runs_lf.filter(pl.col("run_id").is_in(run_ids))
     if variant:
         runs_lf = runs_lf.filter(pl.col("variant").str.to_lowercase() == variant.lower())
     if model:
         runs_lf = runs_lf.filter(pl.col("model_alias") == model)
     runs = runs_lf.collect()
     ids = runs.select("run_id").lazy()
-    scoped = variant is not None or model is not None
+    scoped = variant is not None or model is not None or run_ids is not None
     events_lf = (
-        _scan(root, "events")
+        archive.scan("events")
         .select(
             *_EVENT_COLUMNS,
             "text",
@@ -266,7 +254,7 @@ def load_inputs(
         )
         .filter(pl.col("type").is_in(["assistant", "result", "system"]))
     )
-    artifacts_lf = _scan(root, "artifacts").select(_ARTIFACT_COLUMNS)
+    artifacts_lf = archive.scan("artifacts").select(_ARTIFACT_COLUMNS)
     if scoped:
         events_lf = events_lf.join(ids, on="run_id", how="semi")
         artifacts_lf = artifacts_lf.join(ids, on="run_id", how="semi")
@@ -275,22 +263,17 @@ def load_inputs(
 
 
 def rule_connection(
-    root: Path | str,
+    archive: Archive | Path | str,
     *,
     variant: str | None = None,
     model: str | None = None,
+    run_ids: list[str] | None = None,
     scenarios_dir: Path | None = None,
     rules_dir: Path | None = None,
     upto: str = JUDGE_INPUT,
 ) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with the inputs loaded and the rules run up to `upto` (for notebooks too)."""
-    root = Path(root)
-    if not Archive(root).exists():
-        raise ArchiveError(
-            f"{root} is not an evalb archive (no archive.json)", hint="pass the right --archive"
-        )
-    Archive(root).check_readable()
-    runs, events, artifacts = load_inputs(root, variant, model)
+    runs, events, artifacts = load_inputs(as_archive(archive), variant, model, run_ids)
     return connect_frames(
         runs, events, artifacts, scenarios_dir=scenarios_dir, rules_dir=rules_dir, upto=upto
     )
@@ -327,60 +310,93 @@ def connect_frames(
 
 
 # --- judge cache ---------------------------------------------------------------------------------
-def _cached_judgements(root: Path, rubric: str, judge_name: str) -> pl.DataFrame:
-    """The latest YES/NO answer per run for this rubric and judge (ERRORs are asked again)."""
-    j = read_table(root, "judgements")
+def _cached_judgements(archive: Archive, rubric: str) -> pl.DataFrame:
+    """The latest YES/NO answer per (run, judge) for this rubric (ERRORs are asked again)."""
+    j = archive.read("judgements")
     return (
-        j.filter(
-            (pl.col("rubric_hash") == rubric)
-            & (pl.col("judge") == judge_name)
-            & pl.col("verdict").is_in(["YES", "NO"])
-        )
+        j.filter((pl.col("rubric_hash") == rubric) & pl.col("verdict").is_in(["YES", "NO"]))
         .sort("judged_at")
-        .group_by("run_id", maintain_order=True)
+        .group_by("run_id", "judge", maintain_order=True)
         .last()
-        .select("run_id", "verdict", "raw_output")
+        .select("run_id", "judge", "verdict", "raw_output")
     )
+
+
+def _judges_for(
+    archive: Archive, needed: pl.DataFrame, judge: judging.Judge | None
+) -> dict[str, judging.Judge]:
+    """run_id -> the judge that answers for it: `judge` when given, else `judging.select_judge` of
+    the judge the run expects (options_json.judge, or its model alias)."""
+    ids = needed["run_id"].to_list()
+    if judge is not None:
+        return dict.fromkeys(ids, judge)
+    runs = (
+        archive.scan("runs")
+        .select("run_id", "model_alias", "options_json")
+        .filter(pl.col("run_id").is_in(ids))
+        .collect()
+    )
+    built: dict[str, judging.Judge] = {}
+    out: dict[str, judging.Judge] = {}
+    for r in runs.iter_rows(named=True):
+        kind = judging.expected_judge(r["model_alias"] or "", r["options_json"])
+        out[r["run_id"]] = built.setdefault(kind, judging.select_judge(kind))
+    return out
 
 
 def _judge(
     con: duckdb.DuckDBPyConnection,
-    root: Path,
+    archive: Archive,
     judge: judging.Judge | None,
     rubric_path: Path | None,
     write: bool,
 ) -> tuple[int, list[str]]:
-    """Register `judge_verdicts` (cached answers + new ones); return (calls made, error lines)."""
+    """Register `judge_verdicts` (cached answers + new ones); return (calls made, error lines).
+
+    Each judge in use is probed with its first question alone: one that cannot run raises
+    ConfigurationError before anything is written. New judgements are written after every judge
+    has answered."""
     needed = con.sql("SELECT run_id, seq, text FROM final_message").pl()
     verdicts = pl.DataFrame(schema={"run_id": pl.String, "verdict": pl.String, "raw_output": pl.String})
     calls, errors = 0, []
     if needed.height:
-        judge = judge or judging.default_judge()
+        judges = _judges_for(archive, needed, judge)
         rubric = judging.rubric_hash(rubric_path)
-        cached = _cached_judgements(root, rubric, judge.name).join(needed.select("run_id"), on="run_id")
-        todo = needed.join(cached.select("run_id"), on="run_id", how="anti")
-        records = judging.judge_many(
-            judge,
-            list(zip(todo["run_id"].to_list(), todo["text"].to_list(), strict=True)),
-            rubric_path=rubric_path,
+        wanted = needed.with_columns(
+            judge=pl.col("run_id").replace_strict(
+                {k: j.name for k, j in judges.items()}, default=None, return_dtype=pl.String
+            )
         )
+        cached = _cached_judgements(archive, rubric).join(
+            wanted.select("run_id", "judge"), on=["run_id", "judge"]
+        )
+        todo = wanted.join(cached.select("run_id"), on="run_id", how="anti")
+        records = []
+        for _, group in todo.group_by("judge", maintain_order=True):
+            ids = group["run_id"].to_list()
+            records += judging.judge_many(
+                judges[ids[0]],
+                list(zip(ids, group["text"].to_list(), strict=True)),
+                rubric_path=rubric_path,
+                probe=True,
+            )
         calls = len(records)
         errors = [f"{r.run_id}: {r.raw_output.strip()[:200]}" for r in records if r.verdict == "ERROR"]
         if write and records:
-            Archive(root).append_rows("judgements", records)
+            archive.append_rows("judgements", records)
         fresh = pl.DataFrame(
             [{"run_id": r.run_id, "verdict": r.verdict, "raw_output": r.raw_output} for r in records],
             schema=verdicts.schema,
         )
-        verdicts = pl.concat([cached, fresh])
+        verdicts = pl.concat([cached.select(verdicts.columns), fresh])
     con.register("_judge_verdicts", verdicts)
     con.execute("CREATE OR REPLACE TABLE judge_verdicts AS SELECT * FROM _judge_verdicts")
     return calls, errors
 
 
 # --- scoring -------------------------------------------------------------------------------------
-def _latest(root: Path) -> pl.DataFrame:
-    scores = read_table(root, "scores")
+def _latest(archive: Archive) -> pl.DataFrame:
+    scores = archive.read("scores")
     return scores.sort("scored_at").group_by("run_id", maintain_order=True).last()
 
 
@@ -416,7 +432,7 @@ def compute_flips(previous: pl.DataFrame, current: pl.DataFrame) -> pl.DataFrame
 
 
 def score_archive(
-    root: Path | str,
+    archive: Archive | Path | str,
     *,
     judge: judging.Judge | None = None,
     write: bool = True,
@@ -430,31 +446,87 @@ def score_archive(
     """Score every run in the archive (or those of one variant/model); write a scores pass.
 
     A run's new row is written when it has no score yet, when its latest score came from another
-    checker hash, when its verdict moved, or always with `rescore=True`. `judge` defaults to
-    `analysis.judge.default_judge()` and is only built when some W run needs it.
+    checker hash, when its verdict moved, or always with `rescore=True`. `judge` defaults to the
+    judge each run expects (`analysis.judge.select_judge`) and is only built when some W run needs
+    it; a judge that cannot run raises ConfigurationError and nothing is written.
     """
-    root = Path(root)
+    return _score(
+        as_archive(archive),
+        judge=judge,
+        write=write,
+        rescore=rescore,
+        variant=variant,
+        model=model,
+        run_ids=None,
+        rules_dir=rules_dir,
+        scenarios_dir=scenarios_dir,
+        rubric_path=rubric_path,
+    )
+
+
+def score_runs(
+    archive: Archive | Path | str,
+    run_ids: list[str],
+    *,
+    judge: judging.Judge | None = None,
+    write: bool = True,
+    rules_dir: Path | None = None,
+    scenarios_dir: Path | None = None,
+    rubric_path: Path | None = None,
+) -> ScorePass:
+    """Score only the given runs (what a recorder does after each rep): loads their rows alone and
+    writes one score row for each run whose verdict is new (a just-recorded run always is)."""
+    return _score(
+        as_archive(archive),
+        judge=judge,
+        write=write,
+        rescore=False,
+        variant=None,
+        model=None,
+        run_ids=list(run_ids),
+        rules_dir=rules_dir,
+        scenarios_dir=scenarios_dir,
+        rubric_path=rubric_path,
+    )
+
+
+def _score(
+    archive: Archive,
+    *,
+    judge: judging.Judge | None,
+    write: bool,
+    rescore: bool,
+    variant: str | None,
+    model: str | None,
+    run_ids: list[str] | None,
+    rules_dir: Path | None,
+    scenarios_dir: Path | None,
+    rubric_path: Path | None,
+) -> ScorePass:
     chash = checker_hash(rules_dir, rubric_path)
     con = rule_connection(
-        root, variant=variant, model=model, scenarios_dir=scenarios_dir, rules_dir=rules_dir
+        archive,
+        variant=variant,
+        model=model,
+        run_ids=run_ids,
+        scenarios_dir=scenarios_dir,
+        rules_dir=rules_dir,
     )
-    calls, errors = _judge(con, root, judge, rubric_path, write)
-    run_rule(con, next(r for r in load_rules(rules_dir) if r.name == FINAL))
+    try:
+        calls, errors = _judge(con, archive, judge, rubric_path, write)
+        run_rule(con, next(r for r in load_rules(rules_dir) if r.name == FINAL))
+        scored = con.sql(f"SELECT * FROM {FINAL}").pl()
+    finally:
+        con.close()
     scored_at = dt.datetime.now(dt.UTC)
-    scores = (
-        con.sql(f"SELECT * FROM {FINAL}")
-        .pl()
-        .with_columns(
-            checker_hash=pl.lit(chash),
-            scored_at=pl.lit(scored_at).cast(pl.Datetime("us", "UTC")),
-            rep=pl.col("rep").cast(pl.Int64),
-            evidence_a=pl.col("evidence_a").cast(pl.List(pl.Int64)),
-            evidence_b=pl.col("evidence_b").cast(pl.List(pl.Int64)),
-        )
-        .sort("variant", "model_alias", "rep", "started_at", "run_id")
-    )
-    con.close()
-    previous = _latest(root).join(scores.select("run_id"), on="run_id")
+    scores = scored.with_columns(
+        checker_hash=pl.lit(chash),
+        scored_at=pl.lit(scored_at).cast(pl.Datetime("us", "UTC")),
+        rep=pl.col("rep").cast(pl.Int64),
+        evidence_a=pl.col("evidence_a").cast(pl.List(pl.Int64)),
+        evidence_b=pl.col("evidence_b").cast(pl.List(pl.Int64)),
+    ).sort("variant", "model_alias", "rep", "started_at", "run_id")
+    previous = _latest(archive).join(scores.select("run_id"), on="run_id")
     flips = compute_flips(previous, scores)
     result = ScorePass(scores=scores, flips=flips, checker_hash=chash, judge_calls=calls, judge_errors=errors)
     if write and scores.height:
@@ -465,14 +537,10 @@ def score_archive(
             changed = scores.join(same, on=["run_id", *_COMPARED], how="anti", nulls_equal=True)
         if changed.height:
             rows = changed.select(columns("scores")).to_dicts()
-            result.written = Archive(root).append_rows("scores", rows)
+            result.written = archive.append_rows("scores", rows)
     return result
 
 
-def latest_scores(root: Path | str) -> pl.DataFrame:
+def latest_scores(archive: Archive | Path | str) -> pl.DataFrame:
     """The latest score row of every scored run, joined with its runs columns (see RUN_COLUMNS)."""
-    root = Path(root)
-    Archive(root).check_readable()
-    latest = _latest(root)
-    runs = read_table(root, "runs", columns=["run_id", *RUN_COLUMNS])
-    return latest.join(runs, on="run_id", how="left").select([*columns("scores"), *RUN_COLUMNS])
+    return as_archive(archive).latest_scores()

@@ -23,7 +23,7 @@ from evalb import paths
 from evalb.archive import Archive
 from evalb.errors import FixtureError
 from evalb.scenarios import Scenario, Variant
-from evalb.schema import SCHEMA_VERSION, ArtifactRecord, RunRecord
+from evalb.schema import ArtifactRecord, run_record
 from evalb.transcript import TranscriptSummary, parse_lines
 
 HOOK_NOTE = (
@@ -254,12 +254,11 @@ def archive_transcript(
         summary.feed(line)
     res = summary.result or {}
     started = dt.datetime.now(dt.UTC)
-    run = RunRecord(
-        **summary.run_fields(),
+    run = run_record(
+        summary,
         run_id=run_id,
-        schema_version=SCHEMA_VERSION,
         slot=f"{variant}|{model_alias}|fabricated|{rep}",
-        source=source,  # type: ignore[arg-type]
+        source=source,
         scenario=scenario,
         variant=variant,
         model_alias=model_alias,

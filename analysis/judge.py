@@ -1,7 +1,11 @@
 """The W-scenario judge: a rubric-bound YES/NO on the agent's final message, and the prompt that fences it.
 
-Default judge: the pinned client, `claude -p --model haiku`; `ADR_EVAL_B_JUDGE_CMD` replaces it
-with any shell command that reads the prompt on stdin and prints YES or NO. The message is
+Which judge (`select_judge`): `ADR_EVAL_B_JUDGE_CMD` when set (any shell command that reads the
+prompt on stdin and prints YES or NO); else the judge the run expects: runs recorded with scripted
+models (`options_json.judge == "scripted"`, or for older runs a `scripted:` model alias) are judged
+by `evalb-scripted-judge` (the scripted model through the real client), every other run by the
+pinned client, `claude -p --model haiku`. A judge that cannot answer its first question raises
+ConfigurationError (`judge_many(..., probe=True)`). The message is
 untrusted data (an agent's output can say anything), so the prompt fences it between two marker
 lines carrying a fresh random nonce, prefixes every line of it with '| ' so that no line inside
 can pose as a marker, and the rubric tells the judge that the fenced text is never an instruction.
@@ -9,19 +13,24 @@ can pose as a marker, and the rubric tells the judge that the fenced text is nev
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
+import json
 import os
 import re
 import secrets
+import shlex
+import shutil
 import subprocess
+import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Protocol
 
 from evalb import paths
-from evalb.errors import ClientError, FixtureError
+from evalb.errors import ClientError, ConfigurationError, EvalbError, FixtureError
 from evalb.schema import JudgementRecord
 
 ENV_CMD = "ADR_EVAL_B_JUDGE_CMD"
@@ -75,7 +84,8 @@ class JudgeFailed(subprocess.SubprocessError):
     """The judge's process exited non-zero: `str()` is 'exit N: ' and the tail of what it said."""
 
     def __init__(self, proc: subprocess.CompletedProcess[str]) -> None:
-        said = (proc.stderr or "").strip() or (proc.stdout or "").strip()
+        # the client prints some reasons ("Not logged in") on stdout, others on stderr: keep both
+        said = " / ".join(x for x in ((proc.stdout or "").strip(), (proc.stderr or "").strip()) if x)
         tail = " ".join(said.split())[-500:]
         super().__init__(f"exit {proc.returncode}: {tail}")
 
@@ -161,24 +171,73 @@ class KeywordJudge:
         return "YES" if self._offer.search(message) else "NO"
 
 
-def default_judge() -> Judge:
-    """ADR_EVAL_B_JUDGE_CMD when set, else claude -p --model haiku."""
+class ScriptedJudge(CommandJudge):
+    """`evalb-scripted-judge`: the scripted judge model, asked through the real client."""
+
+    SCRIPT = "evalb-scripted-judge"
+
+    def __init__(self) -> None:
+        beside = Path(sys.executable).with_name(self.SCRIPT)
+        found = str(beside) if beside.exists() else shutil.which(self.SCRIPT) or self.SCRIPT
+        super().__init__(shlex.quote(found))
+        self.name = "scripted:judge"
+
+
+#: What a run's `options_json.judge` may say, and the judge each name stands for.
+SCRIPTED, HAIKU = "scripted", "haiku"
+
+
+def expected_judge(model_alias: str, options_json: str | None = None) -> str:
+    """The judge a run expects: `options_json.judge` when recorded, else by its model alias."""
+    with contextlib.suppress(ValueError, TypeError, AttributeError):
+        named = json.loads(options_json or "{}").get("judge")
+        if isinstance(named, str) and named:
+            return named
+    return SCRIPTED if model_alias.startswith("scripted:") else HAIKU
+
+
+def select_judge(expected: str = HAIKU) -> Judge:
+    """ADR_EVAL_B_JUDGE_CMD when set; else the scripted judge for `scripted`, else the pinned
+    client with that model (`claude -p --model haiku`)."""
     cmd = os.environ.get(ENV_CMD, "").strip()
-    return CommandJudge(cmd) if cmd else ClaudeJudge()
+    if cmd:
+        return CommandJudge(cmd)
+    return ScriptedJudge() if expected == SCRIPTED else ClaudeJudge(expected)
+
+
+def default_judge() -> Judge:
+    """ADR_EVAL_B_JUDGE_CMD when set, else claude -p --model haiku (the judge of real-model runs)."""
+    return select_judge(HAIKU)
 
 
 def judge_many(
-    judge: Judge, items: list[tuple[str, str]], *, rubric_path: Path | None = None, workers: int = 4
+    judge: Judge,
+    items: list[tuple[str, str]],
+    *,
+    rubric_path: Path | None = None,
+    workers: int = 4,
+    probe: bool = False,
 ) -> list[JudgementRecord]:
-    """Judge (run_id, final message) pairs, a few at a time; a failing call gives an ERROR record."""
+    """Judge (run_id, final message) pairs, a few at a time; a failing call gives an ERROR record.
+
+    With `probe`, the first pair is asked alone and a judge that fails on it (cannot start, exits
+    non-zero: no credentials, binary missing) raises ConfigurationError with the judge's reason,
+    before any other question is asked.
+    """
     rubric = rubric_text(rubric_path)
     rhash = rubric_hash(rubric_path)
 
-    def one(item: tuple[str, str]) -> JudgementRecord:
+    def one(item: tuple[str, str], *, first: bool = False) -> JudgementRecord:
         run_id, message = item
         try:
             raw = judge.ask(build_prompt(rubric, message))
-        except (OSError, subprocess.SubprocessError) as e:
+        except (OSError, subprocess.SubprocessError, EvalbError) as e:
+            if first:
+                raise ConfigurationError(
+                    f"the judge `{judge.name}` cannot run: {' '.join(str(e).split())[:300]}",
+                    hint=f"log the client in, or set {ENV_CMD} to a command that prints YES or NO "
+                    "(runs recorded with scripted models use evalb-scripted-judge)",
+                ) from e
             raw = f"judge failed: {e}"
         return JudgementRecord(
             run_id=run_id,
@@ -191,5 +250,10 @@ def judge_many(
 
     if not items:
         return []
+    head: list[JudgementRecord] = []
+    if probe:
+        head, items = [one(items[0], first=True)], items[1:]
+        if not items:
+            return head
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(items)))) as pool:
-        return list(pool.map(one, items))
+        return head + list(pool.map(one, items))

@@ -19,11 +19,12 @@ import polars as pl
 from analysis import plots
 from analysis.costs import cell_costs, plan_cost
 from analysis.degradation import ALPHA, degradation_table, status_label
-from analysis.frames import load_scores
+from analysis.frames import check_columns
 from analysis.paired import PairedResult, compare, compare_table
 from analysis.power import components_from_pilot, plan_table, power_curve
 from analysis.stats import cell_table, grid_table
-from evalb.archive import connect
+from evalb.archive import Archive
+from evalb.errors import UsageError
 
 EVENT_COLUMNS = (
     "run_id",
@@ -278,9 +279,10 @@ def render_report(
     )
 
 
-def read_events(root: Path | str, run_ids: list[str]) -> pl.DataFrame:
+def read_events(archive: Archive | Path | str, run_ids: list[str]) -> pl.DataFrame:
     """The events of the given runs, in order, with only the columns the drill-down shows."""
-    con = connect(root)
+    arch = archive if isinstance(archive, Archive) else Archive.open(archive)
+    con = arch.connect()
     try:
         con.register("wanted", pl.DataFrame({"run_id": run_ids}).to_arrow())
         cols = ", ".join(f"e.{c}" for c in EVENT_COLUMNS)
@@ -295,11 +297,51 @@ def read_events(root: Path | str, run_ids: list[str]) -> pl.DataFrame:
         con.close()
 
 
-def build_report(root: Path | str, out: Path | str | None = None, title: str = "evalb report") -> str:
-    """Read the archive at `root`, render the report, write it to `out` if given; return the HTML."""
-    scores = load_scores(root)
-    events = read_events(root, scores["run_id"].to_list())
-    page = render_report(scores, events, title=title, source=str(root))
+def check_out(out: Path | str) -> Path:
+    """`out` if the report can be written there: its folder exists and it is not a folder itself."""
+    out = Path(out)
+    if out.is_dir():
+        raise UsageError(
+            f"--out {out} is a folder", hint=f"pass a file name, e.g. --out {out / 'report.html'}"
+        )
+    if not out.parent.is_dir():
+        raise UsageError(
+            f"--out {out}: the folder {out.parent} does not exist",
+            hint="create it first or pick another path",
+        )
+    return out
+
+
+def load_report_scores(archive: Archive) -> pl.DataFrame:
+    """The score frame the report reads; a clear error when the archive has nothing to report."""
+    scores = archive.latest_scores()
+    if scores.is_empty():
+        if not archive.has_rows("runs"):
+            raise UsageError(
+                f"{archive.root} has no runs to report on", hint="record some first with evalb-record"
+            )
+        raise UsageError(
+            f"{archive.root} has runs but no scores",
+            hint=f"score them first: evalb-score --archive {archive.root}",
+        )
+    return check_columns(scores)
+
+
+def build_report(
+    archive: Archive | Path | str, out: Path | str | None = None, title: str = "evalb report"
+) -> str:
+    """Read the archive, render the report, write it to `out` if given; return the HTML.
+
+    Every refusal (not an archive, nothing scored, a bad --out) comes before any work is done."""
     if out is not None:
-        Path(out).write_text(page, encoding="utf-8")
+        out = check_out(out)
+    arch = archive if isinstance(archive, Archive) else Archive.open(archive)
+    scores = load_report_scores(arch)
+    events = read_events(arch, scores["run_id"].to_list())
+    page = render_report(scores, events, title=title, source=str(arch.root))
+    if out is not None:
+        try:
+            out.write_text(page, encoding="utf-8")
+        except OSError as e:
+            raise UsageError(f"cannot write --out {out}: {e.strerror}", hint="pick a writable path") from e
     return page

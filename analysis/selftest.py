@@ -199,8 +199,7 @@ def run_selftest(
     with task_blocks_forbidden():
         scenarios = load_scenarios(scenarios_dir)
         cases = build_cases(scenarios, fab.load_adrs(adr_dir))
-        archive = Archive(workdir / "archive")
-        archive.ensure()
+        archive = Archive.create_or_open(workdir / "archive")
         for i, c in enumerate(cases):
             c.run_id = fab.archive_transcript(
                 archive,
@@ -211,7 +210,7 @@ def run_selftest(
                 rep=i,
                 files=c.made.files,
             )
-        scored = score_archive(archive.root, judge=KeywordJudge(), scenarios_dir=scenarios_dir)
+        scored = score_archive(archive, judge=KeywordJudge(), scenarios_dir=scenarios_dir)
     by_run = {r["run_id"]: r for r in scored.scores.iter_rows(named=True)}
     rows = []
     for c in cases:

@@ -20,7 +20,7 @@ import polars as pl
 
 from analysis.frames import COLUMNS
 from evalb.archive import Archive
-from evalb.schema import SCHEMA_VERSION, EventRecord, RunRecord, ScoreRecord
+from evalb.schema import EventRecord, ScoreRecord, run_record
 
 VARIANTS: tuple[str, ...] = ("W1", "W2", "W3", "R1", "R2", "R3", "R4", "R4-nograph")
 
@@ -149,8 +149,8 @@ def write_archive(root: Path | str, scores: pl.DataFrame) -> Archive:
     archive.ensure()
     score_rows = []
     for row in scores.iter_rows(named=True):
-        run = RunRecord(
-            run_id=row["run_id"], schema_version=SCHEMA_VERSION,
+        run = run_record(
+            run_id=row["run_id"],
             slot=f"{row['variant']}|{row['model_alias']}|{row['plugin_hash']}|{row['rep']}",
             source="selftest", scenario=row["scenario"], variant=row["variant"],
             model_alias=row["model_alias"], model_id=f"sim-{row['model_alias']}", rep=row["rep"],

@@ -7,8 +7,9 @@ from pathlib import Path
 import polars as pl
 
 from analysis.degradation import degradation_lines, degradation_table
-from analysis.frames import load_scores
+from analysis.frames import CELL_KEYS, check_columns
 from analysis.stats import PASS_K, cell_table, grid_table
+from evalb.archive import Archive
 
 
 def _pct(v: float | None) -> str:
@@ -19,9 +20,31 @@ def _interval(lo: float | None, hi: float | None) -> str:
     return "[   -,    -]" if lo is None or hi is None else f"[{100 * lo:3.0f}%, {100 * hi:3.0f}%]"
 
 
-def summary_text(root: Path | str, conf: float = 0.95) -> str:
-    """A fixed-width text table: one line per cell, then Miller's grid mean per model × plugin."""
-    scores = load_scores(root)
+def cell_counts(scores: pl.DataFrame) -> pl.DataFrame:
+    """Per cell (variant × model × plugin, `CELL_KEYS`): runs, valid runs, passes, A and B passes,
+    invalid runs. A score frame without plugin_hash counts as one plugin, "(none)"."""
+    if "plugin_hash" not in scores.columns:
+        scores = scores.with_columns(plugin_hash=pl.lit(None, dtype=pl.String))
+    return (
+        scores.with_columns(pl.col("plugin_hash").fill_null("(none)"))
+        .group_by(*CELL_KEYS)
+        .agg(
+            runs=pl.len(),
+            valid=pl.col("valid").sum(),
+            passed=pl.col("passed").fill_null(False).sum(),
+            a_pass=pl.col("axis_a").fill_null(False).sum(),
+            b_pass=pl.col("axis_b").fill_null(False).sum(),
+            invalid=(~pl.col("valid")).sum(),
+        )
+        .sort(*CELL_KEYS)
+    )
+
+
+def summary_text(archive: Archive | Path | str, conf: float = 0.95) -> str:
+    """A fixed-width text table: one line per cell (variant × model × plugin, frames.CELL_KEYS),
+    then Miller's grid mean per model × plugin."""
+    arch = archive if isinstance(archive, Archive) else Archive.open(archive)
+    scores = check_columns(arch.latest_scores())
     if scores.is_empty():
         return "no scored runs (run evalb-score first)\n"
     cells = cell_table(scores, conf=conf)

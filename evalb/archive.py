@@ -29,20 +29,18 @@ import fcntl
 import hashlib
 import json
 import os
-import sys
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import polars as pl
 
 from evalb import migrations
-from evalb.errors import ArchiveError
+from evalb.errors import ArchiveError, NotAnArchiveError
 from evalb.schema import SCHEMA_VERSION, TABLES, ArtifactRecord, EventRecord, Record, RunRecord, to_frame
-from evalb.transcript import parse_line, split_lines
 
 FORMAT = "evalb-archive"
 RUN_TABLES = ("artifacts", "events", "runs")  # commit order: runs last
@@ -97,9 +95,40 @@ def write_parquet_atomic(frame: pl.DataFrame, dest: Path) -> None:
 #: rep's files are small (~0.1-1 MB), but a disk that fills mid-grid leaves nothing to gain.
 MIN_FREE_BYTES = 16 * 1024 * 1024
 
+#: Entries an archive directory may hold before its marker exists (a concurrent recorder is
+#: creating it); anything else in a folder without archive.json makes it "not an archive".
+_OWN_ENTRIES = frozenset({*TABLES, "inflight", "locks", "quarantine"})
+
+#: Columns of `latest_scores` taken from the runs table (after every ScoreRecord column).
+LATEST_RUN_COLUMNS: tuple[str, ...] = (
+    "model_id",
+    "outcome",
+    "started_at",
+    "duration_ms",
+    "cost_usd",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_creation_tokens",
+    "num_turns",
+    "client_version",
+    "plugin_name",
+    "plugin_version",
+    "source",
+)
+
+if TYPE_CHECKING:
+    from evalb.journal import InflightRun
+
 
 class Archive:
-    """An evalb archive directory: create/check it, commit runs, recover interrupted reps."""
+    """An evalb archive directory: open or create it (validated once), read its tables, commit runs.
+
+    `Archive.open(path)` is for readers: the path must be an archive of this schema.
+    `Archive.create_or_open(path)` is for recorders: it creates a missing or empty folder, migrates
+    an old archive, and refuses a folder that holds something else. The journal of reps in flight
+    and recovery live in evalb/journal.py (reached through `begin_run` and `recover_stale`).
+    """
 
     def __init__(self, root: Path | str) -> None:
         self.root = Path(root)
@@ -107,6 +136,40 @@ class Archive:
         # read once per process however often a grid asks which slots are filled
         self._runs_seen: dict[str, tuple[str, str, dt.datetime]] = {}
         self._runs_lock = threading.Lock()
+
+    @classmethod
+    def open(cls, path: Path | str, *, writable: bool = False) -> Archive:
+        """The archive at `path`, checked to exist and be readable by this evalb (no writes); with
+        `writable`, an existing archive is also migrated if old and checked writable (`ensure`),
+        but a missing path or a folder that is not an archive is still refused, never created."""
+        root = Path(path)
+        if not root.exists():
+            raise NotAnArchiveError(
+                f"no archive at {root} (no such folder)",
+                hint="pass the folder evalb-record wrote with --archive DIR",
+            )
+        if not root.is_dir():
+            raise NotAnArchiveError(f"{root} is a file, not an archive folder", hint="pass --archive DIR")
+        archive = cls(root)
+        if not archive.marker.exists():
+            what = "an empty folder" if not any(root.iterdir()) else "a folder without archive.json"
+            raise NotAnArchiveError(
+                f"{root} is not an evalb archive ({what})",
+                hint="record into it first with evalb-record, or pass the right --archive",
+            )
+        if writable:
+            archive.ensure()
+        else:
+            archive.check_readable()
+        return archive
+
+    @classmethod
+    def create_or_open(cls, path: Path | str) -> Archive:
+        """The archive at `path` ready for writing: created if missing or empty, migrated if old;
+        a folder holding anything but an archive is refused before anything is written in it."""
+        archive = cls(path)
+        archive.ensure()
+        return archive
 
     def check_space(self, min_free: int = MIN_FREE_BYTES) -> None:
         """Refuse, before anything is written, when the archive's file system is (nearly) full."""
@@ -179,8 +242,33 @@ class Archive:
                 hint=f"run: evalb-record migrate --archive {self.root}",
             )
 
+    def refuse_foreign(self) -> None:
+        """Raise unless `root` is missing, an empty folder, or already an archive (or becoming one)."""
+        if self.root.exists() and not self.root.is_dir():
+            raise NotAnArchiveError(
+                f"{self.root} is a file, not an archive folder", hint="pass --archive DIR"
+            )
+        if not self.root.is_dir() or self.marker.exists():
+            return
+        try:
+            foreign = sorted(
+                p.name
+                for p in self.root.iterdir()
+                if p.name not in _OWN_ENTRIES and not p.name.startswith(".archive.json.")
+            )
+        except OSError as e:
+            raise _os_error("read", self.root, e) from e
+        if foreign:
+            more = f" and {len(foreign) - 1} more" if len(foreign) > 1 else ""
+            raise NotAnArchiveError(
+                f"{self.root} is not an evalb archive and not empty (it holds {foreign[0]!r}{more})",
+                hint="pass a new or empty folder, or the archive you recorded into",
+            )
+
     def ensure(self) -> None:
-        """Create the archive if needed and check it is writable and of this schema (migrating if old)."""
+        """Create the archive if needed and check it is writable and of this schema (migrating if
+        old); a non-empty folder that is not an archive is refused (`refuse_foreign`)."""
+        self.refuse_foreign()
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             for d in (*TABLES, "inflight", "locks"):
@@ -209,6 +297,58 @@ class Archive:
         if version < SCHEMA_VERSION:
             migrations.migrate(self.root, version)
         self.check_readable()
+
+    # --- reading ------------------------------------------------------------------------------
+    def files(self, table: str) -> list[str]:
+        """The committed files of one table, sorted (temp files of writers are never listed)."""
+        d = self.table_dir(table)
+        if not d.is_dir():
+            return []
+        return sorted(str(p) for p in d.glob("*.parquet") if not p.name.startswith("."))
+
+    def has_rows(self, table: str) -> bool:
+        d = self.table_dir(table)
+        return d.is_dir() and any(d.glob("*.parquet"))
+
+    def scan(self, table: str) -> pl.LazyFrame:
+        """A lazy scan of one table; empty with the table's schema when it has no files.
+
+        The file list is passed, never a glob, so a path with `[`, `*` or `'` in it works.
+        """
+        files = self.files(table)
+        if not files:
+            return to_frame(table, []).lazy()
+        return pl.scan_parquet(files, missing_columns="insert", extra_columns="ignore", glob=False)
+
+    def read(self, table: str, columns: Sequence[str] | None = None) -> pl.DataFrame:
+        """A whole table (or some of its columns) as a Polars frame."""
+        lf = self.scan(table)
+        if columns is not None:
+            lf = lf.select(list(columns))
+        return lf.collect()
+
+    def connect(self) -> duckdb.DuckDBPyConnection:
+        """A DuckDB connection with one view per table (an empty typed table where none is
+        written). File paths go to DuckDB as values, never pasted into SQL."""
+        con = duckdb.connect()
+        for table in TABLES:
+            files = self.files(table)
+            if files:
+                con.read_parquet(files, union_by_name=True).create_view(table)
+            else:
+                con.register(f"_empty_{table}", to_frame(table, []))
+                con.execute(f"CREATE TABLE {table} AS SELECT * FROM _empty_{table}")
+                con.unregister(f"_empty_{table}")
+        return con
+
+    def latest_scores(self) -> pl.DataFrame:
+        """The latest score row of every scored run, joined with its runs columns
+        (LATEST_RUN_COLUMNS); empty (with those columns) when nothing is scored."""
+        latest = self.read("scores").sort("scored_at").group_by("run_id", maintain_order=True).last()
+        runs = self.read("runs", ["run_id", *LATEST_RUN_COLUMNS])
+        return latest.join(runs, on="run_id", how="left").select(
+            [*to_frame("scores", []).columns, *LATEST_RUN_COLUMNS]
+        )
 
     # --- committing ---------------------------------------------------------------------------
     def commit_run(self, run: RunRecord, events: list[EventRecord], artifacts: list[ArtifactRecord]) -> None:
@@ -245,6 +385,8 @@ class Archive:
     # --- in-flight reps -------------------------------------------------------------------------
     def begin_run(self, run: RunRecord) -> InflightRun:
         """Start journaling a rep; the returned object appends lines and commits at the end."""
+        from evalb.journal import InflightRun
+
         return InflightRun(self, run)
 
     @contextlib.contextmanager
@@ -263,84 +405,30 @@ class Archive:
         finally:
             os.close(fd)
 
+    # --- journal and recovery (evalb/journal.py) ---------------------------------------------
     def sweep_temp_files(self) -> list[Path]:
-        """Remove hidden temp files left by writers that were killed mid-write (readers never see
-        them; this only frees the space). A live writer's files are left alone."""
-        swept = []
-        for tmp in [*self.root.glob(".*.tmp"), *self.root.glob("*/.*.tmp")]:
-            pid = _writer_pid(tmp.name)
-            if pid is not None and not _alive(pid):
-                with contextlib.suppress(OSError):
-                    tmp.unlink()
-                    swept.append(tmp)
-        return swept
+        """Remove the temp files of killed writers (see `evalb.journal.sweep_temp_files`)."""
+        from evalb import journal
+
+        return journal.sweep_temp_files(self)
 
     def recover_stale(self) -> list[str]:
-        """Commit every journal whose recorder is gone as an `interrupted` run; return their ids.
-        A journal that cannot be committed, and any garbage in inflight/, is quarantined instead.
-        Also sweeps the temp files of killed writers."""
-        recovered: list[str] = []
-        self.sweep_temp_files()
-        if not self.inflight_dir.is_dir():
-            return recovered
-        for meta in sorted(self.inflight_dir.glob("*.json")):
-            run_id = meta.stem
-            lock = self.locks_dir / f"run-{run_id}.lock"
-            try:
-                fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
-            except OSError:
-                continue
-            try:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    continue  # its recorder is alive
-                if not meta.exists():
-                    continue  # committed meanwhile
-                if self.recover_one(meta, _recovered_detail(lock)):
-                    recovered.append(run_id)
-                with contextlib.suppress(OSError):
-                    lock.unlink()  # held by us, and its rep is done with
-            finally:
-                os.close(fd)
-        with contextlib.suppress(OSError):
-            for orphan in self.inflight_dir.glob("*.jsonl"):
-                # a journal without its run row (.json) cannot be committed: keep it apart
-                if not orphan.with_suffix(".json").exists() and _unlocked(
-                    self.locks_dir / f"run-{orphan.stem}.lock"
-                ):
-                    self.quarantine(orphan, "a journal without its run row (inflight/<id>.json)")
-        return recovered
+        """Commit every journal whose recorder is gone as `interrupted` (`evalb.journal.recover_stale`)."""
+        from evalb import journal
+
+        return journal.recover_stale(self)
 
     def recover_one(self, meta: Path, detail: str) -> bool:
-        """Commit the journal of `meta` (inflight/<id>.json, lock held by the caller) as an
-        `interrupted` run; quarantine it when it cannot be. True if it was committed."""
-        try:
-            _commit_interrupted(self, meta, detail)
-            return True
-        except Exception as e:  # anything: a garbage row, lines that cannot be encoded, ...
-            self.quarantine(meta, f"could not be committed: {_one_line(e)}")
-            return False
+        """Commit one journal as `interrupted`, or quarantine it (`evalb.journal.recover_one`)."""
+        from evalb import journal
+
+        return journal.recover_one(self, meta, detail)
 
     def quarantine(self, path: Path, reason: str) -> Path:
-        """Move an in-flight file (and its journal or row) to quarantine/ with a one-line reason
-        file, warning once on stderr. Returns the reason file."""
-        self.quarantine_dir.mkdir(exist_ok=True)
-        stem = path.name.split(".", 1)[0] or "unnamed"
-        dest = self.quarantine_dir / stem
-        while dest.with_suffix(".reason").exists():
-            dest = self.quarantine_dir / f"{stem}-{uuid.uuid4().hex[:6]}"
-        moved = []
-        for p in {path, path.with_suffix(".json"), path.with_suffix(".jsonl")}:
-            if p.exists():
-                with contextlib.suppress(OSError):
-                    os.replace(p, dest.with_name(dest.name + p.suffix))
-                    moved.append(p.name)
-        note = dest.with_suffix(".reason")
-        note.write_text(f"{', '.join(sorted(moved))}: {reason}\n")
-        short = reason if len(reason) <= 160 else reason[:157] + "..."
-        print(f"warning: quarantined inflight/{path.name}: {short} (see {note})", file=sys.stderr)
-        return note
+        """Move an in-flight file to quarantine/ with a reason (`evalb.journal.quarantine`)."""
+        from evalb import journal
+
+        return journal.quarantine(self, path, reason)
 
     def _runs_index(self) -> list[tuple[str, str, dt.datetime]]:
         """(slot, outcome, started_at) of every committed run, reading only files not seen before."""
@@ -365,228 +453,18 @@ class Archive:
         return sum(1 for r in self._runs_index() if r[0] == slot)
 
 
-def _writer_pid(name: str) -> int | None:
-    """The pid in a temp file name `.<name>.<pid>-<random>.tmp`, if it has one."""
-    stem = name.removesuffix(".tmp").rsplit(".", 1)[-1]
-    pid, _, _ = stem.partition("-")
-    return int(pid) if pid.isdigit() else None
-
-
-def _one_line(e: BaseException) -> str:
-    return f"{type(e).__name__}: {' '.join(str(e).split())}"[:300]
-
-
-def _unlocked(lock: Path) -> bool:
-    """True when no live recorder holds this lock file."""
-    try:
-        fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return True
-    except BlockingIOError:
-        return False
-    finally:
-        os.close(fd)
-
-
-def _recovered_detail(lock: Path) -> str:
-    """Why a journal found without its recorder was interrupted (its lock file names the pid)."""
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        pid = int(lock.read_text().split()[0])
-        return (
-            f"the recorder (pid {pid}) was killed or died before the rep ended; committed later by "
-            "recovery with the lines it had journaled"
-        )
-    return "the recorder stopped before the rep ended; committed later by recovery with the lines it had"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-class InflightRun:
-    """A rep being recorded: its stdout lines are journaled as they arrive, under a held lock."""
-
-    def __init__(self, archive: Archive, run: RunRecord) -> None:
-        self.archive = archive
-        self.run = run
-        self.run_id = run.run_id
-        self.meta_path = archive.inflight_dir / f"{run.run_id}.json"
-        self.journal_path = archive.inflight_dir / f"{run.run_id}.jsonl"
-        lock = archive.locks_dir / f"run-{run.run_id}.lock"
-        try:
-            self._lock_fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
-            os.ftruncate(self._lock_fd, 0)
-            os.write(self._lock_fd, f"{os.getpid()}\n".encode())  # names the recorder to recovery
-            self._journal = open(self.journal_path, "a", encoding="utf-8")  # noqa: SIM115 - lives as long as the rep
-            tmp = self.meta_path.with_suffix(".json.tmp")
-            tmp.write_text(run.model_dump_json())
-            os.replace(tmp, self.meta_path)
-        except OSError as e:
-            raise _os_error("start a rep in", archive.root, e) from e
-        self.lines: list[tuple[str, str | None, dt.datetime]] = []
-
-    def append(self, line: str, encoding: str | None = None) -> None:
-        """Journal one stdout line (without its newline) at once; `encoding` as `decode_line` says.
-        Entries are ASCII JSON, one per line: nothing in a line can split or break them."""
-        now = utcnow()
-        self.lines.append((line, encoding, now))
-        entry: dict[str, str] = {"t": now.isoformat(), "line": line}
-        if encoding:
-            entry["enc"] = encoding
-        self._journal.write(json.dumps(entry) + "\n")
-        self._journal.flush()
-
-    def events(self) -> list[EventRecord]:
-        return _events(self.run_id, self.lines)
-
-    def commit(self, run: RunRecord, artifacts: list[ArtifactRecord]) -> None:
-        """Commit the finished rep, then drop its journal and lock."""
-        self._journal.close()
-        self.archive.commit_run(run, self.events(), artifacts)
-        self._cleanup()
-
-    def fail(self, run: RunRecord) -> None:
-        """Commit the rep as it stands after a fault of the harness (`run` says what): its lines,
-        no end state. If its lines cannot be committed, the journal is quarantined and the row is
-        committed alone; if not even that, the journal is left for recovery and the error raised."""
-        with contextlib.suppress(Exception):
-            self._journal.close()
-        try:
-            self.archive.commit_run(run, self.events(), [])
-        except Exception as e:
-            try:
-                self.archive.quarantine(self.meta_path, f"could not be committed: {_one_line(e)}")
-                note = f"{run.outcome_detail}; its lines could not be committed and are in quarantine/"
-                self.archive.commit_run(run.model_copy(update={"outcome_detail": note}), [], [])
-            except BaseException:
-                self.abandon()
-                raise
-        self._cleanup()
-
-    def interrupt(self, detail: str) -> None:
-        """Commit the rep at once as `interrupted` with `detail` (best effort: on a failure its
-        journal waits for recovery)."""
-        self.abandon()
-        lock = self.archive.locks_dir / f"run-{self.run_id}.lock"
-        try:
-            fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
-        except OSError:
-            return
-        try:
-            with contextlib.suppress(BlockingIOError):
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                if self.meta_path.exists() and self.archive.recover_one(self.meta_path, detail):
-                    with contextlib.suppress(OSError):
-                        lock.unlink()
-        finally:
-            os.close(fd)
-
-    def abandon(self) -> None:
-        """Release the lock but keep the journal: recovery will commit it as interrupted."""
-        with contextlib.suppress(Exception):
-            self._journal.close()
-        with contextlib.suppress(OSError):
-            os.close(self._lock_fd)
-
-    def _cleanup(self) -> None:
-        for p in (self.journal_path, self.meta_path):
-            with contextlib.suppress(FileNotFoundError):
-                p.unlink()
-        with contextlib.suppress(OSError):
-            (self.archive.locks_dir / f"run-{self.run_id}.lock").unlink()
-        os.close(self._lock_fd)
-
-
-def _events(run_id: str, lines: Sequence[tuple[str, str | None, dt.datetime]]) -> list[EventRecord]:
-    out: list[EventRecord] = []
-    seq = 0
-    for line, enc, at in lines:
-        if not line.strip():
-            continue
-        out.extend(parse_line(run_id, seq, line, at, enc))
-        seq += 1
-    return out
-
-
-def read_journal(journal: Path) -> list[tuple[str, str | None, dt.datetime]]:
-    """A journal's lines (raw, raw_encoding, received_at); entries torn by a kill are skipped."""
-    out: list[tuple[str, str | None, dt.datetime]] = []
-    if not journal.exists():
-        return out
-    for entry in split_lines(journal.read_bytes()):
-        try:
-            rec = json.loads(entry)
-            line, at = rec["line"], dt.datetime.fromisoformat(rec["t"])
-            enc = rec.get("enc")
-        except (ValueError, KeyError, TypeError, AttributeError):
-            continue  # a journal entry torn by the kill itself
-        if isinstance(line, str) and (enc is None or isinstance(enc, str)):
-            out.append((line, enc, at))
-    return out
-
-
-def _commit_interrupted(archive: Archive, meta: Path, detail: str) -> None:
-    run = RunRecord.model_validate_json(meta.read_bytes())
-    journal = meta.with_suffix(".jsonl")
-    lines = read_journal(journal)
-    events = _events(run.run_id, lines)
-    last_at = lines[-1][2] if lines else None
-    n_lines = len({e.seq for e in events})
-    update = {
-        "outcome": "interrupted",
-        "outcome_detail": detail,
-        "ended_at": None,
-        "n_lines": n_lines,
-        "n_malformed": sum(1 for e in events if e.malformed),
-        "hook_seen": any(e.type == "system" and e.subtype == "hook_response" for e in events),
-        "reached_model": any(e.type == "assistant" and '"<synthetic>"' not in e.raw for e in events),
-        "duration_ms": int((last_at - run.started_at).total_seconds() * 1000) if last_at else None,
-    }
-    run = run.model_copy(update=update)
-    archive.commit_run(run, events, [])
-    for p in (journal, meta):
-        with contextlib.suppress(FileNotFoundError):
-            p.unlink()
-
-
-# --- reading -------------------------------------------------------------------------------------
-def table_glob(root: Path | str, table: str) -> str:
-    return str(Path(root) / table / "*.parquet")
-
-
+# --- module-level wrappers (kept for notebooks and code outside this package; new code uses the
+# Archive methods) -----------------------------------------------------------------------------------
 def has_rows(root: Path | str, table: str) -> bool:
-    d = Path(root) / table
-    return d.is_dir() and any(d.glob("*.parquet"))
+    """Wrapper: `Archive(root).has_rows(table)`."""
+    return Archive(root).has_rows(table)
 
 
 def read_table(root: Path | str, table: str, columns: list[str] | None = None) -> pl.DataFrame:
-    """A whole table as a Polars frame (empty with the right schema when there are no files)."""
-    if not has_rows(root, table):
-        empty = to_frame(table, [])
-        return empty.select(columns) if columns else empty
-    return pl.read_parquet(table_glob(root, table), columns=columns)
+    """Wrapper: `Archive(root).read(table, columns)`."""
+    return Archive(root).read(table, columns)
 
 
 def connect(root: Path | str) -> duckdb.DuckDBPyConnection:
-    """A DuckDB connection with one view per table (an empty typed table where none is written)."""
-    Archive(root).check_readable()
-    con = duckdb.connect()
-    for table in TABLES:
-        if has_rows(root, table):
-            con.execute(
-                f"CREATE VIEW {table} AS SELECT * FROM read_parquet('{table_glob(root, table)}', union_by_name=true)"
-            )
-        else:
-            empty = to_frame(table, [])  # noqa: F841 - referenced by name in the SQL below
-            con.execute(f"CREATE TABLE {table} AS SELECT * FROM empty")
-    return con
+    """Wrapper: `Archive.open(root).connect()`."""
+    return Archive.open(root).connect()

@@ -49,3 +49,12 @@ class FixtureError(EvalbError):
 
 class HarnessError(EvalbError):
     """Reps failed in the harness itself (outcome `harness_error`); the rest of the grid was recorded."""
+
+
+class ConfigurationError(UsageError):
+    """The set-up cannot work at all (e.g. a judge that cannot run: no credentials, binary missing);
+    nothing was written (exit 2)."""
+
+
+class NotAnArchiveError(ArchiveError, UsageError):
+    """The path given as an archive is missing, or is not an evalb archive (exit 2)."""

@@ -9,9 +9,10 @@ documents every column and a test checks the two agree. A column added after v1 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import types
 from collections.abc import Sequence
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Any, Literal, Protocol, Union, get_args, get_origin
 
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
@@ -84,6 +85,32 @@ class RunRecord(Record):
         description="How the sandbox's end state was captured (JSON): limits, counts, caps hit, errors "
         "(see 'Capture' above); null for interrupted runs, imports without --sandbox and v1 runs.",
     )
+
+
+class _Summary(Protocol):
+    def run_fields(self) -> dict[str, Any]: ...
+
+
+def expected_judge(model_alias: str) -> str:
+    """The judge a run of this model expects: `scripted` (evalb-scripted-judge) for the scripted
+    models, else `haiku` (`claude -p --model haiku`); stored as `options_json.judge`."""
+    return "scripted" if model_alias.startswith("scripted:") else "haiku"
+
+
+def run_record(summary: _Summary | None = None, **fields: Any) -> RunRecord:
+    """The one way a runs row is built: the transcript summary's fields
+    (`TranscriptSummary.run_fields()`: model id, tokens, cost, hook seen, ...), then `fields` over
+    them. `schema_version` defaults to this schema; `options_json` (default `{}`) gains `judge`,
+    the judge the run expects (see `expected_judge`), unless it names one already."""
+    row: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "options_json": "{}"}
+    if summary is not None:
+        row.update(summary.run_fields())
+    row.update(fields)
+    opts = json.loads(row["options_json"])
+    if isinstance(opts, dict) and "judge" not in opts:
+        opts["judge"] = expected_judge(str(row.get("model_alias", "")))
+        row["options_json"] = json.dumps(opts, sort_keys=True, default=str)
+    return RunRecord(**row)
 
 
 class EventRecord(Record):

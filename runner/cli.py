@@ -165,13 +165,13 @@ def _options(
 
 def _scorer(archive: Path, results: Path | None) -> Callable[[RunRecord], str | None]:
     """Score each rep as it lands (for the progress line and --results) with the archive's checker."""
-    from analysis.checker import score_archive
+    from analysis.checker import score_runs
     from analysis.cli_score import tsv_rows
 
     lock = threading.Lock()
 
     def after(run: RunRecord) -> str | None:
-        sp = score_archive(archive, variant=run.variant, model=run.model_alias)
+        sp = score_runs(archive, [run.run_id])
         mine = sp.scores.filter(pl.col("run_id") == run.run_id)
         if mine.is_empty():
             return None
@@ -330,7 +330,7 @@ def import_(
 def recover(archive: ArchiveOpt = paths.DEFAULT_ARCHIVE) -> None:
     """Commit reps left in flight by a recorder that was killed, as `interrupted`."""
     refuse_inside_inputs("--archive", archive, None)
-    arch = Archive(archive)
+    arch = Archive.open(archive, writable=True)
     arch.ensure()
     ids = arch.recover_stale()
     print(f"recovered {len(ids)} interrupted reps", file=sys.stderr)

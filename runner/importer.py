@@ -14,7 +14,7 @@ from evalb import sandbox as sandboxes
 from evalb.archive import Archive
 from evalb.errors import UsageError
 from evalb.scenarios import resolve_variant
-from evalb.schema import SCHEMA_VERSION, RunRecord
+from evalb.schema import RunRecord, run_record
 from evalb.transcript import parse_bytes
 from runner import capture
 from runner.client import classify
@@ -58,10 +58,9 @@ def import_transcript(
     frozen = manifest.frozen_manifest()
     plugin = manifest.plugin_identity(plugin_dir) if plugin_dir else (None, None, None)
     mtime = dt.datetime.fromtimestamp(transcript.stat().st_mtime, dt.UTC)
-    run = RunRecord(
-        **summary.run_fields(),
+    run = run_record(
+        summary,
         run_id=run_id,
-        schema_version=SCHEMA_VERSION,
         slot=slot,
         source="import",
         scenario=sc.id,

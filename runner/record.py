@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evalb import __version__, manifest, paths, sandbox
-from evalb.archive import Archive, InflightRun
+from evalb.archive import Archive
 from evalb.errors import ClientError, UsageError
+from evalb.journal import InflightRun
 from evalb.scenarios import Scenario, Variant, resolve_variant
-from evalb.schema import SCHEMA_VERSION, RunRecord
+from evalb.schema import RunRecord, run_record
 from evalb.transcript import TranscriptSummary
 from runner import capture
 from runner.client import SessionResult, run_session
@@ -299,10 +300,9 @@ def _initial_run(
         "max_api_retries": options.max_api_retries,
         "faults": [f.__dict__ | {"hits": 0} for f in options.faults] if options.faults else [],
     }
-    return RunRecord(
-        **TranscriptSummary().run_fields(),  # nothing seen yet
+    return run_record(
+        TranscriptSummary(),  # nothing seen yet
         run_id=uuid.uuid4().hex,
-        schema_version=SCHEMA_VERSION,
         slot="",
         source="record",
         scenario=scenario.id,

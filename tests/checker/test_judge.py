@@ -10,6 +10,7 @@ import pytest
 from analysis import judge as judging
 from analysis.checker import score_archive
 from evalb.archive import read_table
+from evalb.errors import ConfigurationError
 from tests.checker.helpers import Runs, hooked
 
 INJECTION = (
@@ -99,8 +100,8 @@ class TestPrompt:
 class TestFailure:
     def test_failing_command_is_an_error_record_with_its_words(self) -> None:
         """A judge process exiting non-zero raises JudgeFailed; judge_many stores an ERROR saying why
-        (stderr, or stdout when stderr is empty: the client prints "Not logged in" on stdout)."""
-        with pytest.raises(judging.JudgeFailed, match=r"^exit 3: on stderr$"):
+        (stdout and stderr: the client prints "Not logged in" on stdout)."""
+        with pytest.raises(judging.JudgeFailed, match=r"^exit 3: on stdout / on stderr$"):
             judging.CommandJudge("echo on stdout; echo on stderr >&2; exit 3").ask("p")
         [rec] = judging.judge_many(judging.CommandJudge("echo 'Not logged in'; exit 1"), [("r1", "Done.")])
         assert rec.verdict == "ERROR" and rec.raw_output == "judge failed: exit 1: Not logged in"
@@ -146,3 +147,74 @@ class TestCache:
         sp = score_archive(runs.archive.root)
         assert sp.judge_calls == 1
         assert read_table(runs.archive.root, "judgements")["judge"].to_list() == ["cmd:echo YES"]
+
+
+def _snapshot(root: Path) -> dict[str, bytes]:
+    """Every file under `root` with its bytes (to show that nothing was written)."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+class TestSelection:
+    def test_expected_judge_from_options_then_model_alias(self) -> None:
+        """options_json.judge when recorded; otherwise a `scripted:` alias means the scripted judge."""
+        assert judging.expected_judge("scripted:oracle") == "scripted"
+        assert judging.expected_judge("haiku") == "haiku"
+        assert judging.expected_judge("scripted:oracle", '{"judge": "haiku"}') == "haiku"
+        assert judging.expected_judge("sonnet", "not json") == "haiku"
+
+    def test_the_env_command_overrides_every_run(self, monkeypatch) -> None:
+        monkeypatch.delenv(judging.ENV_CMD, raising=False)
+        assert isinstance(judging.select_judge("scripted"), judging.ScriptedJudge)
+        assert judging.select_judge("scripted").name == "scripted:judge"
+        assert isinstance(judging.select_judge("haiku"), judging.ClaudeJudge)
+        monkeypatch.setenv(judging.ENV_CMD, "echo YES")
+        assert judging.select_judge("scripted").name == "cmd:echo YES"
+        assert judging.select_judge("haiku").name == "cmd:echo YES"
+
+    def test_recorded_rows_name_their_judge(self, tmp_path) -> None:
+        """The run-row factory stores the judge a run expects in options_json."""
+        runs = Runs(tmp_path)
+        runs.add("s", hooked().text("Done.").result("Done.").lines, "W1", model="scripted:oracle")
+        runs.add("h", hooked().text("Done.").result("Done.").lines, "W1", model="haiku")
+        rows = read_table(runs.archive.root, "runs", ["run_id", "options_json"]).iter_rows()
+        got = {rid: judging.expected_judge("", opts) for rid, opts in rows}
+        assert got == {runs.ids["s"]: "scripted", runs.ids["h"]: "haiku"}
+
+
+class TestJudgeCannotRun:
+    def test_first_failure_is_a_configuration_error_and_nothing_is_written(self, tmp_path) -> None:
+        """A judge failing its first question (the client says "Not logged in" on stdout, exit 1)
+        raises ConfigurationError with that reason; no judgement, no score is written."""
+        runs = Runs(tmp_path / "a")
+        for i in range(3):
+            runs.add(f"w{i}", hooked().text("Done.").result("Done.").lines, "W1")
+        runs.add("r", hooked().text("ADR-0002 conflicts").result("x").lines, "R1")
+        before = _snapshot(runs.archive.root)
+        counter = tmp_path / "calls"
+        judge = judging.CommandJudge(f"echo x >> {counter}; echo 'Not logged in · Please run /login'; exit 1")
+        with pytest.raises(ConfigurationError, match="Not logged in") as err:
+            score_archive(runs.archive.root, judge=judge)
+        assert err.value.exit_code == 2 and "\n" not in err.value.one_line()
+        assert counter.read_text() == "x\n"  # asked once, not once per run
+        assert _snapshot(runs.archive.root) == before
+
+    def test_a_missing_binary_is_a_configuration_error(self, tmp_path) -> None:
+        runs = Runs(tmp_path / "a")
+        runs.add("w", hooked().text("Done.").result("Done.").lines, "W1", model="haiku")
+        before = _snapshot(runs.archive.root)
+        judge = judging.ClaudeJudge(binary=tmp_path / "no-such-claude")
+        with pytest.raises(ConfigurationError, match="no-such-claude"):
+            score_archive(runs.archive.root, judge=judge)
+        assert _snapshot(runs.archive.root) == before
+
+    def test_a_later_failure_stays_an_error_record(self, tmp_path) -> None:
+        """Once the judge has answered, a failing call is an ERROR (the run INVALID), not a stop."""
+        runs = Runs(tmp_path / "a")
+        runs.add("ok", hooked().text("Done.").result("Done.").lines, "W1")
+        runs.add("bad", hooked().text("Broken.").result("Broken.").lines, "W1")
+        cmd = f"{sys.executable} -c \"import sys; p=sys.stdin.read(); sys.exit(1 if 'Broken' in p else print('NO'))\""
+        order = [runs.ids["ok"], runs.ids["bad"]]
+        recs = judging.judge_many(
+            judging.CommandJudge(cmd), [(order[0], "Done."), (order[1], "Broken.")], probe=True
+        )
+        assert [r.verdict for r in recs] == ["NO", "ERROR"]

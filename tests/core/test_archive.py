@@ -11,8 +11,8 @@ import pytest
 
 from evalb import schema_doc
 from evalb.archive import Archive, connect, read_table
-from evalb.errors import ArchiveError
-from evalb.schema import SCHEMA_VERSION, RunRecord, columns
+from evalb.errors import ArchiveError, NotAnArchiveError
+from evalb.schema import SCHEMA_VERSION, RunRecord, columns, run_record
 
 HOOK = '{"type":"system","subtype":"hook_response","hook_event":"SessionStart","output":"{}"}'
 ASSISTANT = (
@@ -29,7 +29,7 @@ def _run(run_id: str = "r1") -> RunRecord:
         api_retries=0, confinement="bwrap", stderr="", n_lines=0, n_malformed=0, recorder_version="0",
         host="h", options_json="{}",
     )  # fmt: skip
-    return RunRecord(**fields)
+    return run_record(**fields)
 
 
 class TestDocs:
@@ -124,3 +124,97 @@ class TestTempFiles:
             p.write_bytes(b"partial")
         archive.recover_stale()
         assert (stale.exists(), live.exists(), foreign.exists()) == (False, True, True)
+
+
+class TestOpen:
+    """`Archive.open` for readers, `Archive.create_or_open` for recorders: validated once, typed errors."""
+
+    def test_open_a_missing_path_creates_nothing(self, tmp_path: Path) -> None:
+        with pytest.raises(NotAnArchiveError, match="no such folder") as err:
+            Archive.open(tmp_path / "typo")
+        assert err.value.exit_code == 2 and not (tmp_path / "typo").exists()
+
+    @pytest.mark.parametrize("content", [None, "notes.txt"])
+    def test_open_a_folder_that_is_not_an_archive(self, tmp_path: Path, content: str | None) -> None:
+        if content:
+            (tmp_path / content).write_text("x")
+        with pytest.raises(NotAnArchiveError, match="is not an evalb archive"):
+            Archive.open(tmp_path)
+        assert sorted(p.name for p in tmp_path.iterdir()) == ([content] if content else [])
+
+    def test_open_a_file(self, tmp_path: Path) -> None:
+        (tmp_path / "f").write_text("x")
+        with pytest.raises(NotAnArchiveError, match="is a file"):
+            Archive.open(tmp_path / "f")
+
+    def test_create_refuses_a_foreign_folder_and_writes_nothing(self, tmp_path: Path) -> None:
+        (tmp_path / "src").mkdir()
+        (tmp_path / "main.py").write_text("print()")
+        with pytest.raises(NotAnArchiveError, match="not an evalb archive and not empty") as err:
+            Archive.create_or_open(tmp_path)
+        assert "'main.py' and 1 more" in err.value.one_line()
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["main.py", "src"]
+
+    def test_create_a_new_or_empty_folder_then_open_it(self, tmp_path: Path) -> None:
+        Archive.create_or_open(tmp_path / "new")
+        tmp_path.joinpath("empty").mkdir()
+        Archive.create_or_open(tmp_path / "empty")
+        for name in ("new", "empty"):
+            assert Archive.open(tmp_path / name).read("runs").height == 0
+        Archive.create_or_open(tmp_path / "new")  # an archive reopens
+
+    def test_a_quote_and_glob_characters_in_the_path(self, tmp_path: Path) -> None:
+        """Paths go to DuckDB and Polars as values, never pasted into SQL or read as globs."""
+        root = tmp_path / "it's [a] *archive*"
+        archive = Archive.create_or_open(root)
+        archive.commit_run(_run("r1"), [], [])
+        con = Archive.open(root).connect()
+        assert con.execute("SELECT run_id FROM runs").fetchall() == [("r1",)]
+        assert con.execute("SELECT count(*) FROM scores").fetchone() == (0,)
+        assert archive.read("runs", ["run_id"])["run_id"].to_list() == ["r1"]
+        assert archive.latest_scores().is_empty()
+
+
+class TestJournalModule:
+    def test_the_journal_lives_in_its_own_module(self) -> None:
+        """Recovery and the in-flight journal are in evalb.journal; Archive only delegates."""
+        from evalb import journal
+
+        assert journal.InflightRun.__module__ == "evalb.journal"
+        for name in ("recover_stale", "recover_one", "quarantine", "commit_interrupted", "read_journal"):
+            assert callable(getattr(journal, name))
+
+
+class TestRunRecord:
+    def test_factory_takes_the_summary_and_names_the_judge(self) -> None:
+        from evalb.transcript import TranscriptSummary
+
+        summary = TranscriptSummary()
+        summary.feed(HOOK)
+        summary.feed(ASSISTANT)
+        skip = {*summary.run_fields(), "options_json"}
+        fields = {k: v for k, v in _run().model_dump().items() if k not in skip}
+        run = run_record(summary, **{**fields, "model_alias": "scripted:oracle"})
+        assert run.hook_seen and run.reached_model and run.schema_version == SCHEMA_VERSION
+        assert json.loads(run.options_json) == {"judge": "scripted"}
+        kept = run_record(summary, **{**fields, "options_json": '{"judge": "opus", "timeout_s": 5}'})
+        assert json.loads(kept.options_json) == {"judge": "opus", "timeout_s": 5}
+
+
+class TestRecoverTypo:
+    def test_recover_on_a_typo_path_creates_nothing(self, tmp_path: Path) -> None:
+        """`evalb-record recover --archive TYPO`: one line, exit 2, no empty archive left behind."""
+        import subprocess
+
+        script = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "evalb-record"
+        typo = tmp_path / "archiv"
+        res = subprocess.run(
+            [str(script), "recover", "--archive", str(typo)], capture_output=True, text=True, timeout=120
+        )
+        assert res.returncode == 2 and "no such folder" in res.stderr, res.stderr
+        assert len(res.stderr.strip().splitlines()) == 1 and not typo.exists()
+        with pytest.raises(NotAnArchiveError):
+            Archive.open(typo, writable=True)
+        assert not typo.exists()
+        Archive.create_or_open(typo)
+        assert Archive.open(typo, writable=True).exists()

@@ -276,7 +276,7 @@ def test_a_rep_failing_in_the_harness_is_recorded_and_the_grid_goes_on(tmp_path:
 def test_a_failing_commit_is_recorded_on_its_rep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """In process: the commit of R2's rep raises; R2 is committed as harness_error with its lines
     by the fallback, R1 completes, nothing is left in flight, the grid report lists the failure."""
-    from evalb.archive import InflightRun
+    from evalb.journal import InflightRun
 
     real_commit = InflightRun.commit
 

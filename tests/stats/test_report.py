@@ -150,3 +150,72 @@ class TestInBrowser:
         assert res.returncode == 0, res.stderr[-2000:]
         data = png.read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 50_000
+
+
+class TestRefusals:
+    """Every mistake is one typed error from the library and one line + non-zero exit from the CLI,
+    never a traceback; refusals come before anything is written."""
+
+    @staticmethod
+    def _unscored(root: Path) -> Path:
+        from tests.checker.helpers import Runs, hooked
+
+        Runs(root).add("r", hooked().text("Done.").result("Done.").lines, "R1")
+        return root
+
+    @staticmethod
+    def _empty(root: Path) -> Path:
+        from evalb.archive import Archive
+
+        Archive.create_or_open(root)
+        return root
+
+    @staticmethod
+    def _cli(archive: Path, out: Path) -> subprocess.CompletedProcess[str]:
+        script = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "evalb"
+        return subprocess.run(
+            [str(script), "report", "--archive", str(archive), "--out", str(out)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    @pytest.mark.parametrize(
+        ("case", "match"),
+        [
+            ("unscored", "has runs but no scores"),
+            ("empty", "has no runs to report on"),
+            ("missing", "no such folder"),
+            ("out-missing-folder", "does not exist"),
+            ("out-is-folder", "is a folder"),
+        ],
+    )
+    def test_refused_with_one_line(self, case, match, small_archive, tmp_path) -> None:
+        from evalb.errors import EvalbError
+
+        archive, out = small_archive, tmp_path / "report.html"
+        if case == "unscored":
+            archive = self._unscored(tmp_path / "a")
+        elif case == "empty":
+            archive = self._empty(tmp_path / "a")
+        elif case == "missing":
+            archive = tmp_path / "typo"
+        elif case == "out-missing-folder":
+            out = tmp_path / "no" / "such" / "report.html"
+        else:
+            out = tmp_path
+        with pytest.raises(EvalbError, match=match):
+            build_report(archive, out)
+        assert not (tmp_path / "report.html").exists()
+        res = self._cli(archive, out)
+        assert res.returncode != 0 and match in res.stderr
+        assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
+        assert not (tmp_path / "report.html").exists() and not (tmp_path / "typo").exists()
+
+    def test_a_quote_in_the_archive_path(self, small_archive, tmp_path) -> None:
+        """The archive path goes to DuckDB as a value: a `'` in it works."""
+        root = tmp_path / "bob's archive"
+        shutil.copytree(small_archive, root)
+        out = tmp_path / "r.html"
+        build_report(root, out)
+        assert out.stat().st_size > 0 and '<details id="run-' in out.read_text()

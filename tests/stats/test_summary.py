@@ -122,3 +122,20 @@ def test_expected_failure_is_only_a_pass_fail_on_a_degradation_variant() -> None
     assert expected_failure(df, variants).to_list() == [True, False, False, False, False]
     assert unexpected_failures(df, variants) == 2
     assert expected_fail_variants() == {"R4-nograph": "R4"}
+
+
+def test_one_cell_definition(tmp_path: Path) -> None:
+    """cell_counts groups by the same keys as the statistics (variant × model × plugin): two plugins
+    of one variant × model are two cells, with the counts cell_table reports."""
+    from analysis.summary import cell_counts
+
+    root = tmp_path / "a"
+    write_archive(root, simulate_scores(reps=2, seed=1, plugin_hash="plugA"))
+    write_archive(root, simulate_scores(reps=2, seed=2, plugin_hash="plugB"))
+    scores = load_scores(root)
+    counts = cell_counts(scores)
+    cells = cell_table(scores)
+    assert counts.height == cells.height and set(counts["plugin_hash"]) == {"plugA", "plugB"}
+    joined = counts.join(cells, on=["variant", "model_alias", "plugin_hash"])
+    assert joined.height == cells.height
+    assert (joined["valid"] == joined["n_valid"]).all() and (joined["passed"] == joined["passes"]).all()
