@@ -1,7 +1,7 @@
 """evalb-score: score the archive with the two-axis checker; one row per run, TSV for autoresearch.
 
-Exit codes: 0 every valid run passes, except expected failures; 1 some valid run fails
-unexpectedly; 2 usage or configuration error. An expected failure is a run of a degradation
+Exit codes (docs/cli.md): 0 every valid run passes, except expected failures; 1 some valid run
+fails unexpectedly; 2 usage or configuration error. An expected failure is a run of a degradation
 variant (expect_b: fail, e.g. R4-nograph) with A:PASS and B:FAIL; its row still reads FAIL.
 INVALID runs never count as failures. Without --tsv the output ends with the degradation checks
 (R4-nograph's B FAIL read against R4's B PASS, same model and plugin); --tsv prints only the rows.
@@ -23,13 +23,13 @@ from analysis.degradation import (
     expected_fail_variants,
     unexpected_failures,
 )
+from cli.app import new_app, run_app
 from evalb import paths
 from evalb.archive import Archive
-from evalb.cli_errors import run_cli
-from evalb.errors import UsageError
+from evalb.errors import ArchiveError, UsageError
 from evalb.scenarios import resolve_variant
 
-app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
+app = new_app(__doc__ or "", no_args_is_help=False)
 
 
 def _ab(v: bool | None) -> str:
@@ -134,7 +134,7 @@ def score(
     Its TSV row still reads FAIL. INVALID runs never count as failures.
     """
     if not Archive(archive).exists():
-        raise UsageError(f"{archive} is not an evalb archive (no archive.json)", hint="pass --archive DIR")
+        raise ArchiveError(f"{archive} is not an evalb archive (no archive.json)", hint="pass --archive DIR")
     if rules is not None and not rules.is_dir():
         raise UsageError(f"--rules {rules} is not a directory")
     if scenario:
@@ -161,8 +161,4 @@ def score(
 
 def main() -> None:
     """Entry point `evalb-score`."""
-    run_cli(app)
-
-
-if __name__ == "__main__":
-    main()
+    run_app(app, "evalb-score")

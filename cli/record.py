@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import sys
+import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -12,10 +13,10 @@ from typing import Annotated
 import polars as pl
 import typer
 
+from cli.app import new_app, run_app
 from evalb import paths
 from evalb.archive import Archive
-from evalb.cli_errors import new_app, run_cli
-from evalb.errors import HarnessError, UsageError
+from evalb.errors import HarnessError, PolicyError, UsageError
 from evalb.schema import RunRecord
 from runner import grid as grid_mod
 from runner.importer import import_transcript
@@ -139,6 +140,12 @@ def _options(
             f"plugin directory {plugin_dir} does not exist", hint="pass --plugin-dir PATH to a plugin"
         )
     refuse_inside_inputs("--workdir", workdir, plugin_dir)
+    if workdir is not None and not workdir.is_dir():
+        raise UsageError(f"--workdir {workdir} is not a directory", hint="create it first, or drop --workdir")
+    if timeout is not None and not timeout > 0:
+        raise UsageError(f"--timeout {timeout:g} must be more than 0 seconds", hint="e.g. --timeout 600")
+    if max_api_retries < 0:
+        raise UsageError(f"--max-api-retries {max_api_retries} must be 0 or more", hint="e.g. 6")
     if credentials not in ("proxy", "env"):
         raise UsageError(f"--credentials {credentials!r} is not a mode", hint="use proxy or env")
     if network not in ("open", "api-only"):
@@ -166,7 +173,7 @@ def _options(
 def _scorer(archive: Path, results: Path | None) -> Callable[[RunRecord], str | None]:
     """Score each rep as it lands (for the progress line and --results) with the archive's checker."""
     from analysis.checker import score_archive
-    from analysis.cli_score import tsv_rows
+    from cli.score import tsv_rows
 
     lock = threading.Lock()
 
@@ -183,6 +190,22 @@ def _scorer(archive: Path, results: Path | None) -> Callable[[RunRecord], str | 
     return after
 
 
+def check_models(models: list[str]) -> None:
+    """Refuse model names that cannot be recorded: empty, with a tab/newline/control character
+    (they would forge TSV rows), or the scripted judge (it answers judge prompts, not tasks)."""
+    for m in models:
+        if not m.strip() or not m.isprintable():
+            raise UsageError(
+                f"model name {m!r} is empty or holds a control character (tab, newline, ...)",
+                hint="give a model alias such as haiku or scripted:oracle",
+            )
+        if m == "scripted:judge" or m.startswith("scripted:judge:"):
+            raise PolicyError(
+                "scripted:judge is the judge's model, not a policy to record",
+                hint="record with scripted:oracle, scripted:oblivious or scripted:stochastic",
+            )
+
+
 def _record(
     scenarios: list[str],
     models: list[str],
@@ -193,6 +216,7 @@ def _record(
     results: Path | None,
 ) -> None:
     refuse_inside_inputs("--archive", archive, options.plugin_dir)
+    check_models(models)
     arch = Archive(archive)
     slots = grid_mod.expand(scenarios, models, reps, grid_mod.plugin_hash_of(options.plugin_dir))
     # every refusal comes before the archive is created or touched
@@ -215,6 +239,9 @@ def _record(
         f"already recorded{busy}{extra} -> {archive}",
         file=sys.stderr,
     )
+    if options.keep_sandboxes:
+        where = options.workdir or Path(tempfile.gettempdir())
+        print(f"kept each rep's sandbox and HOME in {where.resolve()}/evalb-<variant>-*", file=sys.stderr)
     if report.failed:
         slot, reason = report.failed[0]
         raise HarnessError(
@@ -256,7 +283,7 @@ def run(
     credentials: CredOpt = "proxy",
     network: NetOpt = "open",
 ) -> None:
-    """Record SCENARIO × MODEL × reps (the spec's bin/run); rerunning skips reps already recorded."""
+    """Record SCENARIO × MODEL × reps; rerunning skips reps already recorded."""
     opts = _options(
         plugin_dir,
         client,
@@ -276,6 +303,9 @@ def run(
 @app.command()
 def grid(
     grid_file: Annotated[Path, typer.Argument(help="YAML with scenarios:, models:, reps:.")],
+    reps: Annotated[
+        int | None, typer.Option(help="Repetitions per cell (overrides the file's reps:).")
+    ] = None,
     jobs: Annotated[int, typer.Option(help="Reps run in parallel.")] = 1,
     archive: ArchiveOpt = paths.DEFAULT_ARCHIVE,
     plugin_dir: PluginOpt = paths.REFERENCE_PLUGIN,
@@ -283,6 +313,11 @@ def grid(
     client: Annotated[Path | None, typer.Option(help="Client binary.")] = None,
     timeout: Annotated[float | None, typer.Option(help="Per-rep timeout in seconds.")] = None,
     confine: Annotated[bool, typer.Option(help="Confine each rep with bubblewrap.")] = True,
+    workdir: Annotated[
+        Path | None, typer.Option(help="Where sandboxes are built (default: system temp).")
+    ] = None,
+    keep_sandboxes: Annotated[bool, typer.Option(help="Keep each rep's sandbox and HOME.")] = False,
+    max_api_retries: RetriesOpt = 6,
     mem_limit: MemOpt = "4G",
     pids_limit: PidsOpt = "512",
     tmp_size: TmpOpt = "512M",
@@ -293,8 +328,20 @@ def grid(
     """Record a grid described in a YAML file; resumable like `run`."""
     spec = grid_mod.load_grid_file(grid_file)
     limits = _limits(mem_limit, pids_limit, tmp_size, file_size_limit)
-    opts = _options(plugin_dir, client, timeout, confine, None, False, None, 6, limits, credentials, network)
-    _record(spec.scenarios, spec.models, spec.reps, jobs, archive, opts, results)
+    opts = _options(
+        plugin_dir,
+        client,
+        timeout,
+        confine,
+        workdir,
+        keep_sandboxes,
+        None,
+        max_api_retries,
+        limits,
+        credentials,
+        network,
+    )
+    _record(spec.scenarios, spec.models, spec.reps if reps is None else reps, jobs, archive, opts, results)
 
 
 @app.command("import")
@@ -353,4 +400,4 @@ def _terminate(signum: int, frame: object) -> None:
 
 def main() -> None:
     signal.signal(signal.SIGTERM, _terminate)
-    run_cli(app, "evalb-record")
+    run_app(app, "evalb-record")
