@@ -13,6 +13,7 @@ import typer
 
 from analysis.selftest import run_selftest
 from cli.app import new_app, run_app
+from evalb.errors import UsageError
 
 app = new_app("Model-free harness self-test.", no_args_is_help=False)
 
@@ -28,6 +29,9 @@ def selftest(
     ] = None,
 ) -> None:
     """Fabricate perfect, untouched and control transcripts; score them; exit 0 only if all hold."""
+    for option, given in (("--scenarios", scenarios), ("--adrs", adrs)):
+        if given is not None and not given.is_dir():
+            raise UsageError(f"{option} {given} is not a directory", hint=f"drop {option} to use the default")
     with contextlib.ExitStack() as stack:
         if workdir is None:
             workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="evalb-selftest-")))
