@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import difflib
 import os
 import sys
 import threading
@@ -103,7 +104,7 @@ def _grid_problem(e: ValidationError, data: dict) -> str:
     err = errors[0]
     field = ".".join(str(p) for p in err["loc"]) or "(top level)"
     if err["type"] == "extra_forbidden":
-        near = [f for f in _GRID_FIELDS if f.rstrip("s") == str(field).rstrip("s").lower()]
+        near = difflib.get_close_matches(str(field).lower(), _GRID_FIELDS, n=1, cutoff=0.6)
         return f"unknown key {field!r}" + (f", did you mean {near[0]!r}?" if near else "")
     if err["type"] == "missing":
         return f"the key {field!r} is missing"
