@@ -169,7 +169,7 @@ def test_report_out_mistakes_are_one_line(archive: Path, tmp_path: Path) -> None
 
 
 @pytest.mark.client
-def test_grid_keep_sandboxes_says_where(tmp_path: Path) -> None:
+def test_grid_keep_sandboxes_says_where(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`grid --reps 1 --workdir W --keep-sandboxes` records one rep, keeps its sandbox in W, and says so."""
     f = tmp_path / "grid.yaml"
     f.write_text("scenarios: [R1]\nmodels: [scripted:oracle]\nreps: 3\n")
@@ -191,4 +191,5 @@ def test_grid_keep_sandboxes_says_where(tmp_path: Path) -> None:
     assert read_table(tmp_path / "a", "runs", columns=["run_id"]).height == 1  # --reps 1 beat the file's 3
     kept = sorted(work.glob("evalb-R1-*"))
     assert len(kept) == 1 and kept[0].is_dir()
-    assert f"kept each rep's sandbox and HOME in {work.resolve()}/evalb-<variant>-*" in res.err
+    said = capsys.readouterr().err  # the recorder's summary goes to stderr, beside the progress
+    assert f"kept each rep's sandbox and HOME in {work.resolve()}/evalb-<variant>-*" in said
