@@ -16,7 +16,7 @@ import typer
 from cli.app import new_app, run_app
 from evalb import paths
 from evalb.archive import Archive
-from evalb.errors import HarnessError, PolicyError, UsageError
+from evalb.errors import ArchiveError, HarnessError, PolicyError, UsageError
 from evalb.schema import RunRecord
 from runner import grid as grid_mod
 from runner.importer import import_transcript
@@ -190,6 +190,26 @@ def _scorer(archive: Path, results: Path | None) -> Callable[[RunRecord], str | 
     return after
 
 
+def refuse_foreign_folder(archive: Path) -> None:
+    """An --archive that exists must be an evalb archive or an empty directory: never record into
+    (and scatter tables over) a folder that holds something else."""
+    if not archive.exists() or Archive(archive).exists():
+        return
+    if not archive.is_dir() or any(archive.iterdir()):
+        raise ArchiveError(
+            f"--archive {archive} exists and is not an evalb archive (no archive.json)",
+            hint="pass an archive, a new path or an empty directory",
+        )
+
+
+def existing_archive(archive: Path) -> Archive:
+    """The archive at an --archive path that must already be one (recover, migrate)."""
+    arch = Archive(archive)
+    if not arch.exists():
+        raise ArchiveError(f"{archive} is not an evalb archive (no archive.json)", hint="check --archive")
+    return arch
+
+
 def check_models(models: list[str]) -> None:
     """Refuse model names that cannot be recorded: empty, with a tab/newline/control character
     (they would forge TSV rows), or the scripted judge (it answers judge prompts, not tasks)."""
@@ -216,6 +236,7 @@ def _record(
     results: Path | None,
 ) -> None:
     refuse_inside_inputs("--archive", archive, options.plugin_dir)
+    refuse_foreign_folder(archive)
     check_models(models)
     arch = Archive(archive)
     slots = grid_mod.expand(scenarios, models, reps, grid_mod.plugin_hash_of(options.plugin_dir))
@@ -360,6 +381,7 @@ def import_(
 ) -> None:
     """Archive a transcript recorded elsewhere; malformed lines are kept raw and flagged."""
     refuse_inside_inputs("--archive", archive, plugin_dir)
+    refuse_foreign_folder(archive)
     run = import_transcript(
         transcript, Archive(archive), scenario=scenario, model=model, sandbox=sandbox, plugin_dir=plugin_dir
     )
@@ -377,7 +399,7 @@ def import_(
 def recover(archive: ArchiveOpt = paths.DEFAULT_ARCHIVE) -> None:
     """Commit reps left in flight by a recorder that was killed, as `interrupted`."""
     refuse_inside_inputs("--archive", archive, None)
-    arch = Archive(archive)
+    arch = existing_archive(archive)
     arch.ensure()
     ids = arch.recover_stale()
     print(f"recovered {len(ids)} interrupted reps", file=sys.stderr)
@@ -387,7 +409,7 @@ def recover(archive: ArchiveOpt = paths.DEFAULT_ARCHIVE) -> None:
 def migrate(archive: ArchiveOpt = paths.DEFAULT_ARCHIVE) -> None:
     """Bring an archive written by an older evalb up to this schema version."""
     refuse_inside_inputs("--archive", archive, None)
-    arch = Archive(archive)
+    arch = existing_archive(archive)
     before = arch.schema_version()
     arch.ensure()
     print(f"archive schema v{before} -> v{arch.schema_version()}", file=sys.stderr)

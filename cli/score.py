@@ -140,6 +140,11 @@ def score(
     if scenario:
         scenario = resolve_variant(scenario)[1].id
     sp = score_archive(archive, write=write, rescore=rescore, variant=scenario, model=model, rules_dir=rules)
+    if model and sp.scores.is_empty():
+        raise UsageError(
+            f"no run in {archive} with model {model!r}" + (f" and scenario {scenario}" if scenario else ""),
+            hint="give a model alias as recorded, e.g. haiku or scripted:oracle",
+        )
     for err in sp.judge_errors:
         print(f"warning: judge failed for run {err}", file=sys.stderr)
     if tsv:

@@ -193,3 +193,35 @@ def test_grid_keep_sandboxes_says_where(tmp_path: Path, capsys: pytest.CaptureFi
     assert len(kept) == 1 and kept[0].is_dir()
     said = capsys.readouterr().err  # the recorder's summary goes to stderr, beside the progress
     assert f"kept each rep's sandbox and HOME in {work.resolve()}/evalb-<variant>-*" in said
+
+
+def test_recover_and_migrate_never_create_an_archive(tmp_path: Path) -> None:
+    typo = tmp_path / "archvie"
+    for cmd in ("recover", "migrate"):
+        res = call("evalb-record", cmd, "--archive", typo)
+        assert res.code == 2
+        assert res.lines == [f"error: {typo} is not an evalb archive (no archive.json) (check --archive)"]
+    assert not typo.exists()
+
+
+def test_recording_into_a_folder_that_is_not_an_archive_is_refused(tmp_path: Path) -> None:
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    (folder / "cat.jpg").write_bytes(b"\xff\xd8")
+    for args in (
+        ["run", "R1", "scripted:oracle"],
+        ["import", GOLDEN, "--scenario", "R1", "--model", "haiku"],
+    ):
+        res = call("evalb-record", *args, "--archive", folder)
+        assert res.code == 2
+        assert len(res.lines) == 1
+        assert res.lines[0].startswith(f"error: --archive {folder} exists and is not an evalb archive"), (
+            res.err
+        )
+    assert snapshot(folder) == {"cat.jpg": b"\xff\xd8"}
+
+
+def test_score_with_an_unknown_model_says_so(archive: Path) -> None:
+    res = call("evalb-score", "--archive", archive, "--model", "NOSUCH")
+    assert res.code == 2
+    assert len(res.lines) == 1 and res.lines[0].startswith(f"error: no run in {archive} with model 'NOSUCH'")
