@@ -8,21 +8,19 @@ import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import polars as pl
 import typer
 
 from cli.app import new_app, run_app
 from evalb import paths
-from evalb.archive import Archive
 from evalb.errors import ArchiveError, HarnessError, PolicyError, UsageError
-from evalb.schema import RunRecord
-from runner import grid as grid_mod
-from runner.importer import import_transcript
-from runner.limits import Limits, parse_size
-from runner.record import RecordOptions
-from runner.scripted.server import parse_fault
+
+if TYPE_CHECKING:  # the libraries are imported where used: --help and refusals start fast
+    from evalb.archive import Archive
+    from evalb.schema import RunRecord
+    from runner.limits import Limits
+    from runner.record import RecordOptions
 
 app = new_app("Record headless Claude Code sessions into an evalb archive (Parquet).")
 
@@ -103,6 +101,8 @@ NetOpt = Annotated[
 
 
 def _limits(mem: str, pids: str, tmp: str, fsize: str) -> Limits:
+    from runner.limits import Limits, parse_size
+
     p = pids.strip().lower()
     if p in ("none", "0", "off", "unlimited"):
         n = None
@@ -135,6 +135,10 @@ def _options(
     credentials: str = "proxy",
     network: str = "open",
 ) -> RecordOptions:
+    from runner.limits import Limits
+    from runner.record import RecordOptions
+    from runner.scripted.server import parse_fault
+
     if not plugin_dir.is_dir():
         raise UsageError(
             f"plugin directory {plugin_dir} does not exist", hint="pass --plugin-dir PATH to a plugin"
@@ -172,6 +176,8 @@ def _options(
 
 def _scorer(archive: Path, results: Path | None) -> Callable[[RunRecord], str | None]:
     """Score each rep as it lands (for the progress line and --results) with the archive's checker."""
+    import polars as pl
+
     from analysis.checker import score_archive
     from cli.score import tsv_rows
 
@@ -193,6 +199,8 @@ def _scorer(archive: Path, results: Path | None) -> Callable[[RunRecord], str | 
 def refuse_foreign_folder(archive: Path) -> None:
     """An --archive that exists must be an evalb archive or an empty directory: never record into
     (and scatter tables over) a folder that holds something else."""
+    from evalb.archive import Archive
+
     if not archive.exists() or Archive(archive).exists():
         return
     if not archive.is_dir() or any(archive.iterdir()):
@@ -204,6 +212,8 @@ def refuse_foreign_folder(archive: Path) -> None:
 
 def existing_archive(archive: Path) -> Archive:
     """The archive at an --archive path that must already be one (recover, migrate)."""
+    from evalb.archive import Archive
+
     arch = Archive(archive)
     if not arch.exists():
         raise ArchiveError(f"{archive} is not an evalb archive (no archive.json)", hint="check --archive")
@@ -235,6 +245,9 @@ def _record(
     options: RecordOptions,
     results: Path | None,
 ) -> None:
+    from evalb.archive import Archive
+    from runner import grid as grid_mod
+
     refuse_inside_inputs("--archive", archive, options.plugin_dir)
     refuse_foreign_folder(archive)
     check_models(models)
@@ -347,6 +360,8 @@ def grid(
     network: NetOpt = "open",
 ) -> None:
     """Record a grid described in a YAML file; resumable like `run`."""
+    from runner import grid as grid_mod
+
     spec = grid_mod.load_grid_file(grid_file)
     limits = _limits(mem_limit, pids_limit, tmp_size, file_size_limit)
     opts = _options(
@@ -380,6 +395,9 @@ def import_(
     plugin_dir: Annotated[Path | None, typer.Option(help="The plugin it ran with, if known.")] = None,
 ) -> None:
     """Archive a transcript recorded elsewhere; malformed lines are kept raw and flagged."""
+    from evalb.archive import Archive
+    from runner.importer import import_transcript
+
     refuse_inside_inputs("--archive", archive, plugin_dir)
     refuse_foreign_folder(archive)
     run = import_transcript(
@@ -417,7 +435,9 @@ def migrate(archive: ArchiveOpt = paths.DEFAULT_ARCHIVE) -> None:
 
 def _terminate(signum: int, frame: object) -> None:
     # SIGTERM (a closed terminal, a job scheduler) ends a grid the way Ctrl-C does
-    raise grid_mod.Terminated
+    from runner.grid import Terminated
+
+    raise Terminated
 
 
 def main() -> None:

@@ -11,23 +11,18 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import polars as pl
 import typer
 
-from analysis.checker import ScorePass, score_archive
-from analysis.degradation import (
-    degradation_lines,
-    degradation_table,
-    expected_fail_variants,
-    unexpected_failures,
-)
 from cli.app import new_app, run_app
 from evalb import paths
-from evalb.archive import Archive
 from evalb.errors import ArchiveError, UsageError
-from evalb.scenarios import resolve_variant
+
+if TYPE_CHECKING:  # the libraries are imported where used: --help and refusals start fast
+    import polars as pl
+
+    from analysis.checker import ScorePass
 
 app = new_app(__doc__ or "", no_args_is_help=False)
 
@@ -59,6 +54,8 @@ def tsv_rows(scores: pl.DataFrame) -> list[str]:
 
 def cell_summary(scores: pl.DataFrame) -> pl.DataFrame:
     """Per (variant, model): valid runs, passes, A and B passes, invalid runs."""
+    import polars as pl
+
     return (
         scores.group_by("variant", "model_alias")
         .agg(
@@ -75,6 +72,8 @@ def cell_summary(scores: pl.DataFrame) -> pl.DataFrame:
 
 def _with_plugin(scores: pl.DataFrame) -> pl.DataFrame:
     """The scores with plugin_hash (for the degradation checks), from the runs if the scores lack it."""
+    import polars as pl
+
     if "plugin_hash" in scores.columns:
         return scores.with_columns(pl.col("plugin_hash").fill_null("(none)"))
     return scores.with_columns(plugin_hash=pl.lit("(none)"))
@@ -133,6 +132,16 @@ def score(
 
     Its TSV row still reads FAIL. INVALID runs never count as failures.
     """
+    from analysis.checker import score_archive
+    from analysis.degradation import (
+        degradation_lines,
+        degradation_table,
+        expected_fail_variants,
+        unexpected_failures,
+    )
+    from evalb.archive import Archive
+    from evalb.scenarios import resolve_variant
+
     if not Archive(archive).exists():
         raise ArchiveError(f"{archive} is not an evalb archive (no archive.json)", hint="pass --archive DIR")
     if rules is not None and not rules.is_dir():

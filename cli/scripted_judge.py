@@ -15,16 +15,17 @@ from pathlib import Path
 
 import typer
 
-from analysis.judge import ClaudeJudge, JudgeFailed
 from cli.app import new_app, run_app
 from evalb.errors import HarnessError, UsageError
-from runner.environment import client_env
-from runner.scripted.policies import RepContext
-from runner.scripted.server import ModelServer
 
 
 def judge(prompt: str, client: Path | None = None) -> str:
     """The scripted judge's verdict for `prompt` (YES / NO), obtained through the real client."""
+    from analysis.judge import ClaudeJudge
+    from runner.environment import client_env
+    from runner.scripted.policies import RepContext
+    from runner.scripted.server import ModelServer
+
     with ModelServer() as server, tempfile.TemporaryDirectory(prefix="evalb-judge-home-") as home:
         url = server.register(RepContext(variant="judge", kind="judge", hints=None, policy="judge"))
         env, _ = client_env(Path(home), base_url=url)
@@ -47,6 +48,8 @@ def scripted_judge() -> None:
     prompt = sys.stdin.read()
     if not prompt.strip():
         raise UsageError("the judge prompt on stdin is empty", hint="pipe the prompt in")
+    from analysis.judge import JudgeFailed
+
     try:
         answer = judge(prompt)
     except JudgeFailed as e:

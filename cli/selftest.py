@@ -8,10 +8,8 @@ import tempfile
 from pathlib import Path
 from typing import Annotated
 
-import polars as pl
 import typer
 
-from analysis.selftest import run_selftest
 from cli.app import new_app, run_app
 from evalb.errors import UsageError
 
@@ -29,6 +27,10 @@ def selftest(
     ] = None,
 ) -> None:
     """Fabricate perfect, untouched and control transcripts; score them; exit 0 only if all hold."""
+    import polars as pl
+
+    from analysis.selftest import run_selftest
+
     for option, given in (("--scenarios", scenarios), ("--adrs", adrs)):
         if given is not None and not given.is_dir():
             raise UsageError(f"{option} {given} is not a directory", hint=f"drop {option} to use the default")

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from cli.app import new_app
-from evalb import graph, manifest, paths, sandbox
+from evalb import paths
 from evalb.errors import ArchiveError, UsageError
 
 app = new_app("The eval's world: sandboxes, the fixture's code graph, the integrity manifest.")
@@ -43,6 +43,8 @@ def sandbox_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print the sandbox info as JSON.")] = False,
 ) -> None:
     """Build a fresh git-initialised sandbox of the fixture for one scenario variant."""
+    from evalb import sandbox
+
     info = sandbox.build_sandbox(variant, dest, plugin_dir=plugin_dir)
     if as_json:
         typer.echo(json.dumps(_jsonable(info), indent=2))
@@ -58,6 +60,8 @@ def build_graph_cmd(
     project: Annotated[Path, typer.Option("--project", help="Project to graph.")] = paths.FIXTURE_PROJECT,
 ) -> None:
     """Rebuild the fixture's graphify-out/ from scratch and check the R4 one-hop invariant."""
+    from evalb import graph
+
     info = graph.build_graph(project)
     typer.echo(
         f"graph {info.graph_json}: {info.nodes} nodes, {info.links} links; "
@@ -76,6 +80,8 @@ def _plugin_dir(plugin_dir: Path | None) -> Path | None:
 @manifest_app.callback()
 def manifest_cmd(ctx: typer.Context, plugin_dir: PluginDirOpt = None) -> None:
     """Print the frozen-part hashes as JSON."""
+    from evalb import manifest
+
     ctx.obj = _plugin_dir(plugin_dir)
     if ctx.invoked_subcommand is None:
         typer.echo(json.dumps(manifest.frozen_manifest(plugin_dir=plugin_dir), indent=2, sort_keys=True))
@@ -88,6 +94,8 @@ def manifest_diff_cmd(
     plugin_dir: PluginDirOpt = None,
 ) -> None:
     """Say which frozen parts changed since FILE; exit 1 if any did."""
+    from evalb import manifest
+
     chosen = _plugin_dir(plugin_dir) or ctx.obj
     old = manifest.load_manifest(file)
     changed = manifest.diff_manifests(old, manifest.frozen_manifest(plugin_dir=chosen))

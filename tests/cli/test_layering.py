@@ -57,3 +57,21 @@ def test_console_scripts_live_in_the_cli_layer() -> None:
 
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts and all(target.startswith("cli.") for target in scripts.values()), scripts
+
+
+HEAVY = ("polars", "duckdb", "pyarrow", "pydantic", "scipy", "plotly")
+
+
+@pytest.mark.parametrize(
+    "module", ["cli.main", "cli.record", "cli.score", "cli.selftest", "cli.scripted_judge"]
+)
+def test_the_cli_layer_imports_no_heavy_library_until_a_command_runs(module: str) -> None:
+    """`--help` and argument errors start fast: the data libraries are imported inside the commands
+    (the start-up figures are measured by a benchmark, not asserted here)."""
+    import subprocess
+    import sys
+
+    code = f"import sys, {module}; print(' '.join(m for m in {HEAVY!r} if m in sys.modules))"
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == [], f"{module} imports {res.stdout.strip()} at start-up"
