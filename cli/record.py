@@ -251,6 +251,10 @@ def _record(
     refuse_inside_inputs("--archive", archive, options.plugin_dir)
     refuse_foreign_folder(archive)
     check_models(models)
+    if results is not None and results.is_dir():
+        raise UsageError(
+            f"--results {results} is a directory", hint="give a file, e.g. --results results.tsv"
+        )
     arch = Archive(archive)
     slots = grid_mod.expand(scenarios, models, reps, grid_mod.plugin_hash_of(options.plugin_dir))
     # every refusal comes before the archive is created or touched

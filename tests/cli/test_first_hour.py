@@ -43,6 +43,11 @@ REFUSED_RUNS = [
     ),
     (["R1", "scripted:oracle\x1b[2J"], "error: model name 'scripted:oracle\\x1b[2J' is empty"),
     (["R1", "haiku,"], "error: model name '' is empty"),
+    (["R1", "scripted:oracle", "--results", "/"], "error: --results / is a directory"),
+    (
+        ["R1", "scripted:oracle", "--workdir", "/nonexistent/w"],
+        "error: --workdir /nonexistent/w is not a directory",
+    ),
 ]
 
 
