@@ -1,4 +1,4 @@
-"""evalb-self-test: the model-free harness self-test, both directions for every variant plus negative controls.
+"""The model-free harness self-test, both directions for every variant plus negative controls.
 
 Every case is a fabricated transcript (analysis.fabricate) committed to a temporary archive and
 scored by the very queries real runs go through (analysis.checker.score_archive). Task blocks are
@@ -22,21 +22,16 @@ from __future__ import annotations
 
 import contextlib
 import json
-import sys
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
 
 import polars as pl
-import typer
 
 from analysis import fabricate as fab
 from analysis.checker import score_archive
 from analysis.judge import KeywordJudge
 from evalb.archive import Archive
-from evalb.cli_errors import run_cli
 from evalb.scenarios import Scenario, load_scenarios
 
 
@@ -230,40 +225,3 @@ def run_selftest(
             }
         )
     return pl.DataFrame(rows)
-
-
-app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help="Model-free harness self-test.")
-
-
-@app.command()
-def selftest(
-    workdir: Annotated[
-        Path | None, typer.Argument(help="Keep the self-test archive here (default: a temp dir).")
-    ] = None,
-    scenarios: Annotated[Path | None, typer.Option(help="Scenario directory (default: scenarios/).")] = None,
-    adrs: Annotated[
-        Path | None, typer.Option(help="ADR directory (default: the fixture's docs/adr).")
-    ] = None,
-) -> None:
-    """Fabricate perfect, untouched and control transcripts; score them; exit 0 only if all hold."""
-    with contextlib.ExitStack() as stack:
-        if workdir is None:
-            workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="evalb-selftest-")))
-        table = run_selftest(workdir, scenarios_dir=scenarios, adr_dir=adrs)
-    width = max(len(c) for c in table["case"].to_list())
-    print(f"{'variant':<11} {'case':<{width}} {'expect A/B/verdict':<20} {'got':<20} ok")
-    for r in table.iter_rows(named=True):
-        mark = "ok" if r["ok"] else "MISMATCH  " + r["reasons"]
-        print(f"{r['variant']:<11} {r['case']:<{width}} {r['expect']:<20} {r['got']:<20} {mark}")
-    bad = table.filter(~pl.col("ok")).height
-    print(f"{table.height - bad}/{table.height} cases hold", file=sys.stderr)
-    raise typer.Exit(1 if bad else 0)
-
-
-def main() -> None:
-    """Entry point `evalb-self-test`."""
-    run_cli(app)
-
-
-if __name__ == "__main__":
-    main()

@@ -1,4 +1,8 @@
-"""evalb's own exception types: each carries a one-line message and the fix, shown without a traceback."""
+"""evalb's own exception types: each carries a one-line message and the fix, shown without a traceback.
+
+Library code raises these; the CLI layer (cli/app.py) is the one place that turns them into a line
+on stderr and an exit code (the table in docs/cli.md): HarnessError is 3, every other EvalbError 2.
+"""
 
 from __future__ import annotations
 
@@ -6,21 +10,23 @@ from __future__ import annotations
 class EvalbError(Exception):
     """A user-facing error: `str(err)` is one line naming the thing; `hint` says how to fix it."""
 
-    exit_code = 1
-
     def __init__(self, message: str, hint: str | None = None) -> None:
         super().__init__(message)
         self.hint = hint
 
     def one_line(self) -> str:
-        msg = str(self).replace("\n", " ").strip()
-        return f"{msg} ({self.hint})" if self.hint else msg
+        msg = " ".join(str(self).split())
+        hint = " ".join(self.hint.split()) if self.hint else ""
+        return f"{msg} ({hint})" if hint else msg
 
 
 class UsageError(EvalbError):
-    """The command line or an input file is wrong (exit 2)."""
+    """The command line or an input file is wrong."""
 
-    exit_code = 2
+
+class ConfigurationError(EvalbError):
+    """The environment cannot do what was asked (a judge that cannot run: no credentials, binary
+    missing; a missing tool or setting); nothing was written (exit 2)."""
 
 
 class ScenarioError(UsageError):
@@ -35,25 +41,20 @@ class ArchiveError(EvalbError):
     """The archive cannot be read or written (bad path, read-only, full disk, newer schema)."""
 
 
-class ClientError(EvalbError):
+class ClientError(ConfigurationError):
     """The Claude Code client is missing, or credentials for a real model are absent."""
 
 
-class ConfinementError(EvalbError):
+class ConfinementError(ConfigurationError):
     """The sandbox confinement (bubblewrap) is unavailable and the user did not opt out."""
 
 
-class FixtureError(EvalbError):
+class FixtureError(ConfigurationError):
     """The fixture, plugin or graph does not hold what the eval needs."""
 
 
 class HarnessError(EvalbError):
     """Reps failed in the harness itself (outcome `harness_error`); the rest of the grid was recorded."""
-
-
-class ConfigurationError(UsageError):
-    """The set-up cannot work at all (e.g. a judge that cannot run: no credentials, binary missing);
-    nothing was written (exit 2)."""
 
 
 class NotAnArchiveError(ArchiveError, UsageError):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import difflib
 import os
 import sys
 import threading
@@ -69,12 +70,47 @@ class GridFile(BaseModel):
 
 
 def load_grid_file(path: Path) -> GridFile:
+    """Read and check a grid file; every mistake is one UsageError naming the field and the fix."""
     try:
-        return GridFile.model_validate(yaml.safe_load(path.read_text()) or {})
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as e:
         raise UsageError(f"cannot read grid file {path}: {e.strerror}") from e
-    except (yaml.YAMLError, ValidationError) as e:
-        raise UsageError(f"grid file {path} is not valid: {str(e).splitlines()[0]}") from e
+    except UnicodeDecodeError as e:
+        raise UsageError(f"grid file {path} is not UTF-8 text") from e
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or "not valid YAML"
+        raise UsageError(
+            f"grid file {path} is not valid YAML{where}: {problem}", hint="see docs/runner.md for the format"
+        ) from e
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise UsageError(f"grid file {path} is not a mapping", hint=GRID_EXAMPLE)
+    try:
+        return GridFile.model_validate(data)
+    except ValidationError as e:
+        raise UsageError(f"grid file {path}: {_grid_problem(e, data)}", hint=GRID_EXAMPLE) from None
+
+
+GRID_EXAMPLE = "write e.g. scenarios: [R1, R2], models: [haiku], reps: 3"
+_GRID_FIELDS = ("scenarios", "models", "reps")
+
+
+def _grid_problem(e: ValidationError, data: dict) -> str:
+    """The first mistake in a grid file, named by its field (an unknown key first: it explains a missing one)."""
+    errors = sorted(e.errors(), key=lambda err: err["type"] != "extra_forbidden")
+    err = errors[0]
+    field = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    if err["type"] == "extra_forbidden":
+        near = difflib.get_close_matches(str(field).lower(), _GRID_FIELDS, n=1, cutoff=0.6)
+        return f"unknown key {field!r}" + (f", did you mean {near[0]!r}?" if near else "")
+    if err["type"] == "missing":
+        return f"the key {field!r} is missing"
+    if err["type"] == "list_type":
+        return f"{field!r} must be a list, got {type(data.get(err['loc'][0])).__name__}"
+    return f"{field!r}: {err['msg']}"
 
 
 @dataclass(frozen=True)

@@ -61,7 +61,7 @@ class TestTsv:
             (["--scenario", "r1"], [0], 0),
             (["--scenario", "R2"], [1], 1),
             (["--model", "sonnet"], [2], 0),
-            (["--model", "nobody"], [], 0),
+            (["--model", "nobody"], [], 2),  # a model no run has is a usage error, not an empty pass
         ],
     )
     def test_filters_and_exit_codes(self, archive, args, rows, code) -> None:

@@ -86,14 +86,14 @@ def test_unconfined_rep_shows_what_confinement_prevents(
 
 
 def test_missing_bwrap_refuses_in_one_line(tmp_path: Path) -> None:
-    """Without bwrap on PATH the runner refuses (one line, exit 1, archive untouched) unless --no-confine."""
+    """Without bwrap on PATH the runner refuses (one line, exit 2, archive untouched) unless --no-confine."""
     archive = tmp_path / "archive"
     archive.mkdir()
     before = snapshot(archive)
     venv_bin = str(Path(".venv/bin").resolve())
     env = {**os.environ, "PATH": venv_bin}  # no /usr/bin: no bwrap
     res = run_recorder("run", "R1", "scripted:oracle", "--archive", archive, env=env, timeout=120)
-    assert res.returncode == 1
+    assert res.returncode == 2
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: bubblewrap (bwrap) is not installed"), res.stderr
     assert "--no-confine" in lines[0]

@@ -227,7 +227,7 @@ def collect(run_id, sandbox, initial, limits=None):
         raise RuntimeError("injected: cannot read the end state")
     return real(run_id, sandbox, initial, limits)
 runner.record.capture.collect = collect
-from runner.cli import main
+from cli.record import main
 sys.argv = ["evalb-record", *sys.argv[1:]]
 main()
 """
@@ -236,14 +236,14 @@ main()
 @pytest.mark.client
 def test_a_rep_failing_in_the_harness_is_recorded_and_the_grid_goes_on(tmp_path: Path) -> None:
     """The real CLI with a fault injected into R2's end-state capture: R1 and R3 complete, R2 is
-    recorded `harness_error` (reason, lines kept, INVALID when scored), the CLI exits 1 in one
+    recorded `harness_error` (reason, lines kept, INVALID when scored), the CLI exits 3 (harness error) in one
     line; the rerun retries only R2 and exits 0."""
     root = tmp_path / "archive"
     args = ["run", "R1,R2,R3", "scripted:oracle", "--jobs", "2", "--archive", str(root)]
     driver = subprocess.run(
         [sys.executable, "-c", _DRIVER, *args], capture_output=True, text=True, timeout=300
     )
-    assert driver.returncode == 1, driver.stderr
+    assert driver.returncode == 3, driver.stderr
     last = driver.stderr.strip().splitlines()[-1]
     assert last.startswith("error: 1 rep(s) failed in the harness") and "rerun" in last, driver.stderr
     assert "Traceback" not in driver.stderr and "Ctrl-C" not in driver.stderr

@@ -213,7 +213,7 @@ class TestScriptedJudge:
     def test_through_the_real_client(self) -> None:
         """evalb-scripted-judge answers through `claude -p --model scripted:judge`."""
         from analysis.judge import build_prompt, rubric_text
-        from runner.scripted.judge_cmd import judge
+        from cli.scripted_judge import judge
 
         assert judge(build_prompt(rubric_text(), "I propose recording this decision.")) == "YES"
         assert judge(build_prompt(rubric_text(), "All done.")) == "NO"

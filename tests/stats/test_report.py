@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import re
 import shutil
 import subprocess
@@ -10,11 +11,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from analysis.cli_report import app
 from analysis.degradation import degradation_table, status_label
 from analysis.frames import load_scores
 from analysis.plots import plotly_js
 from analysis.report import build_report
+from cli.app import invoke
+from cli.report import app
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 # The flags this machine needs for headless Chromium (docs: .library/env/machines/python.md).
@@ -107,12 +109,14 @@ class TestCli:
         assert res.output.strip() == str(out) and out.stat().st_size > 100_000
 
     def test_missing_archive_is_one_line_error(self, tmp_path):
-        """A path that is no archive gives exit 1 and one line naming it, no traceback."""
-        res = CliRunner().invoke(
-            app, ["--archive", str(tmp_path / "nope"), "--out", str(tmp_path / "r.html")]
+        """A path that is no archive gives exit 2 and one line naming it, through the CLI's boundary."""
+        err = io.StringIO()
+        code = invoke(
+            app, "evalb report", ["--archive", str(tmp_path / "nope"), "--out", str(tmp_path / "r.html")], err
         )
-        assert res.exit_code == 1
-        assert "is not an evalb archive" in res.output and "Traceback" not in res.output
+        assert code == 2
+        lines = err.getvalue().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: ") and "is not an evalb archive" in lines[0]
 
 
 class TestInBrowser:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
+from cli.world import app
 from evalb import manifest
-from evalb.cli_world import app
 from evalb.errors import UsageError
 
 runner = CliRunner()
@@ -41,7 +41,7 @@ def test_manifest_and_diff(tmp_path: Path) -> None:
 
 
 def test_errors_are_one_line_without_traceback(tmp_path: Path) -> None:
-    code = "from evalb.cli_errors import run_cli; from evalb.cli_world import app; run_cli(app, 'evalb')"
+    code = "from cli.app import run_app; from cli.world import app; run_app(app, 'evalb')"
     r = subprocess.run(
         [sys.executable, "-c", code, "sandbox", "R9", str(tmp_path / "x")], capture_output=True, text=True
     )

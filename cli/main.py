@@ -1,4 +1,4 @@
-"""`evalb`: the umbrella command; it only wires the sub-commands that live beside their libraries."""
+"""`evalb`: the umbrella command (world commands, summary, report, judge-check), thin over the libraries."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ from typing import Annotated
 
 import typer
 
-from analysis.cli_report import app as report_app
+from cli.app import new_app, run_app
+from cli.report import report
+from cli.world import app as world_app
 from evalb import paths
-from evalb.cli_errors import new_app, run_cli
-from evalb.cli_world import app as world_app
 
 app = new_app("evalb: Eval B for os-adr. See also evalb-record, evalb-score, evalb-self-test.")
 app.add_typer(world_app)  # sandbox, build-graph, manifest
-app.add_typer(report_app, name="report")
+app.command("report")(report)
 
 
 @app.command()
@@ -83,4 +83,4 @@ def judge_check(
 
 
 def main() -> None:
-    run_cli(app, "evalb")
+    run_app(app, "evalb")

@@ -4,24 +4,23 @@ from __future__ import annotations
 
 import signal
 import sys
+import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import polars as pl
 import typer
 
+from cli.app import new_app, run_app
 from evalb import paths
-from evalb.archive import Archive
-from evalb.cli_errors import new_app, run_cli
-from evalb.errors import HarnessError, UsageError
-from evalb.schema import RunRecord
-from runner import grid as grid_mod
-from runner.importer import import_transcript
-from runner.limits import Limits, parse_size
-from runner.record import RecordOptions
-from runner.scripted.server import parse_fault
+from evalb.errors import ArchiveError, HarnessError, PolicyError, UsageError
+
+if TYPE_CHECKING:  # the libraries are imported where used: --help and refusals start fast
+    from evalb.archive import Archive
+    from evalb.schema import RunRecord
+    from runner.limits import Limits
+    from runner.record import RecordOptions
 
 app = new_app("Record headless Claude Code sessions into an evalb archive (Parquet).")
 
@@ -102,6 +101,8 @@ NetOpt = Annotated[
 
 
 def _limits(mem: str, pids: str, tmp: str, fsize: str) -> Limits:
+    from runner.limits import Limits, parse_size
+
     p = pids.strip().lower()
     if p in ("none", "0", "off", "unlimited"):
         n = None
@@ -134,11 +135,21 @@ def _options(
     credentials: str = "proxy",
     network: str = "open",
 ) -> RecordOptions:
+    from runner.limits import Limits
+    from runner.record import RecordOptions
+    from runner.scripted.server import parse_fault
+
     if not plugin_dir.is_dir():
         raise UsageError(
             f"plugin directory {plugin_dir} does not exist", hint="pass --plugin-dir PATH to a plugin"
         )
     refuse_inside_inputs("--workdir", workdir, plugin_dir)
+    if workdir is not None and not workdir.is_dir():
+        raise UsageError(f"--workdir {workdir} is not a directory", hint="create it first, or drop --workdir")
+    if timeout is not None and not timeout > 0:
+        raise UsageError(f"--timeout {timeout:g} must be more than 0 seconds", hint="e.g. --timeout 600")
+    if max_api_retries < 0:
+        raise UsageError(f"--max-api-retries {max_api_retries} must be 0 or more", hint="e.g. 6")
     if credentials not in ("proxy", "env"):
         raise UsageError(f"--credentials {credentials!r} is not a mode", hint="use proxy or env")
     if network not in ("open", "api-only"):
@@ -165,8 +176,10 @@ def _options(
 
 def _scorer(archive: Path, results: Path | None) -> Callable[[RunRecord], str | None]:
     """Score each rep as it lands (for the progress line and --results) with the archive's checker."""
+    import polars as pl
+
     from analysis.checker import score_runs
-    from analysis.cli_score import tsv_rows
+    from cli.score import tsv_rows
 
     lock = threading.Lock()
 
@@ -183,6 +196,43 @@ def _scorer(archive: Path, results: Path | None) -> Callable[[RunRecord], str | 
     return after
 
 
+def refuse_foreign_folder(archive: Path) -> None:
+    """An --archive that exists must be an evalb archive or an empty directory: never record into
+    (and scatter tables over) a folder that holds something else."""
+    from evalb.archive import Archive
+
+    if not archive.exists() or Archive(archive).exists():
+        return
+    if not archive.is_dir() or any(archive.iterdir()):
+        raise ArchiveError(
+            f"--archive {archive} exists and is not an evalb archive (no archive.json)",
+            hint="pass an archive, a new path or an empty directory",
+        )
+
+
+def existing_archive(archive: Path) -> Archive:
+    """The archive at an --archive path that must already be one (recover, migrate)."""
+    from evalb.archive import Archive
+
+    return Archive.open(archive, writable=True)
+
+
+def check_models(models: list[str]) -> None:
+    """Refuse model names that cannot be recorded: empty, with a tab/newline/control character
+    (they would forge TSV rows), or the scripted judge (it answers judge prompts, not tasks)."""
+    for m in models:
+        if not m.strip() or not m.isprintable():
+            raise UsageError(
+                f"model name {m!r} is empty or holds a control character (tab, newline, ...)",
+                hint="give a model alias such as haiku or scripted:oracle",
+            )
+        if m == "scripted:judge" or m.startswith("scripted:judge:"):
+            raise PolicyError(
+                "scripted:judge is the judge's model, not a policy to record",
+                hint="record with scripted:oracle, scripted:oblivious or scripted:stochastic",
+            )
+
+
 def _record(
     scenarios: list[str],
     models: list[str],
@@ -192,7 +242,16 @@ def _record(
     options: RecordOptions,
     results: Path | None,
 ) -> None:
+    from evalb.archive import Archive
+    from runner import grid as grid_mod
+
     refuse_inside_inputs("--archive", archive, options.plugin_dir)
+    refuse_foreign_folder(archive)
+    check_models(models)
+    if results is not None and results.is_dir():
+        raise UsageError(
+            f"--results {results} is a directory", hint="give a file, e.g. --results results.tsv"
+        )
     arch = Archive(archive)
     slots = grid_mod.expand(scenarios, models, reps, grid_mod.plugin_hash_of(options.plugin_dir))
     # every refusal comes before the archive is created or touched
@@ -215,6 +274,9 @@ def _record(
         f"already recorded{busy}{extra} -> {archive}",
         file=sys.stderr,
     )
+    if options.keep_sandboxes:
+        where = options.workdir or Path(tempfile.gettempdir())
+        print(f"kept each rep's sandbox and HOME in {where.resolve()}/evalb-<variant>-*", file=sys.stderr)
     if report.failed:
         slot, reason = report.failed[0]
         raise HarnessError(
@@ -256,7 +318,7 @@ def run(
     credentials: CredOpt = "proxy",
     network: NetOpt = "open",
 ) -> None:
-    """Record SCENARIO × MODEL × reps (the spec's bin/run); rerunning skips reps already recorded."""
+    """Record SCENARIO × MODEL × reps; rerunning skips reps already recorded."""
     opts = _options(
         plugin_dir,
         client,
@@ -276,6 +338,9 @@ def run(
 @app.command()
 def grid(
     grid_file: Annotated[Path, typer.Argument(help="YAML with scenarios:, models:, reps:.")],
+    reps: Annotated[
+        int | None, typer.Option(help="Repetitions per cell (overrides the file's reps:).")
+    ] = None,
     jobs: Annotated[int, typer.Option(help="Reps run in parallel.")] = 1,
     archive: ArchiveOpt = paths.DEFAULT_ARCHIVE,
     plugin_dir: PluginOpt = paths.REFERENCE_PLUGIN,
@@ -283,6 +348,11 @@ def grid(
     client: Annotated[Path | None, typer.Option(help="Client binary.")] = None,
     timeout: Annotated[float | None, typer.Option(help="Per-rep timeout in seconds.")] = None,
     confine: Annotated[bool, typer.Option(help="Confine each rep with bubblewrap.")] = True,
+    workdir: Annotated[
+        Path | None, typer.Option(help="Where sandboxes are built (default: system temp).")
+    ] = None,
+    keep_sandboxes: Annotated[bool, typer.Option(help="Keep each rep's sandbox and HOME.")] = False,
+    max_api_retries: RetriesOpt = 6,
     mem_limit: MemOpt = "4G",
     pids_limit: PidsOpt = "512",
     tmp_size: TmpOpt = "512M",
@@ -291,10 +361,24 @@ def grid(
     network: NetOpt = "open",
 ) -> None:
     """Record a grid described in a YAML file; resumable like `run`."""
+    from runner import grid as grid_mod
+
     spec = grid_mod.load_grid_file(grid_file)
     limits = _limits(mem_limit, pids_limit, tmp_size, file_size_limit)
-    opts = _options(plugin_dir, client, timeout, confine, None, False, None, 6, limits, credentials, network)
-    _record(spec.scenarios, spec.models, spec.reps, jobs, archive, opts, results)
+    opts = _options(
+        plugin_dir,
+        client,
+        timeout,
+        confine,
+        workdir,
+        keep_sandboxes,
+        None,
+        max_api_retries,
+        limits,
+        credentials,
+        network,
+    )
+    _record(spec.scenarios, spec.models, spec.reps if reps is None else reps, jobs, archive, opts, results)
 
 
 @app.command("import")
@@ -312,7 +396,11 @@ def import_(
     plugin_dir: Annotated[Path | None, typer.Option(help="The plugin it ran with, if known.")] = None,
 ) -> None:
     """Archive a transcript recorded elsewhere; malformed lines are kept raw and flagged."""
+    from evalb.archive import Archive
+    from runner.importer import import_transcript
+
     refuse_inside_inputs("--archive", archive, plugin_dir)
+    refuse_foreign_folder(archive)
     run = import_transcript(
         transcript, Archive(archive), scenario=scenario, model=model, sandbox=sandbox, plugin_dir=plugin_dir
     )
@@ -330,7 +418,7 @@ def import_(
 def recover(archive: ArchiveOpt = paths.DEFAULT_ARCHIVE) -> None:
     """Commit reps left in flight by a recorder that was killed, as `interrupted`."""
     refuse_inside_inputs("--archive", archive, None)
-    arch = Archive.open(archive, writable=True)
+    arch = existing_archive(archive)
     arch.ensure()
     ids = arch.recover_stale()
     print(f"recovered {len(ids)} interrupted reps", file=sys.stderr)
@@ -340,7 +428,7 @@ def recover(archive: ArchiveOpt = paths.DEFAULT_ARCHIVE) -> None:
 def migrate(archive: ArchiveOpt = paths.DEFAULT_ARCHIVE) -> None:
     """Bring an archive written by an older evalb up to this schema version."""
     refuse_inside_inputs("--archive", archive, None)
-    arch = Archive(archive)
+    arch = existing_archive(archive)
     before = arch.schema_version()
     arch.ensure()
     print(f"archive schema v{before} -> v{arch.schema_version()}", file=sys.stderr)
@@ -348,9 +436,11 @@ def migrate(archive: ArchiveOpt = paths.DEFAULT_ARCHIVE) -> None:
 
 def _terminate(signum: int, frame: object) -> None:
     # SIGTERM (a closed terminal, a job scheduler) ends a grid the way Ctrl-C does
-    raise grid_mod.Terminated
+    from runner.grid import Terminated
+
+    raise Terminated
 
 
 def main() -> None:
     signal.signal(signal.SIGTERM, _terminate)
-    run_cli(app, "evalb-record")
+    run_app(app, "evalb-record")

@@ -1,7 +1,7 @@
 """evalb-score: score the archive with the two-axis checker; one row per run, TSV for autoresearch.
 
-Exit codes: 0 every valid run passes, except expected failures; 1 some valid run fails
-unexpectedly; 2 usage or configuration error. An expected failure is a run of a degradation
+Exit codes (docs/cli.md): 0 every valid run passes, except expected failures; 1 some valid run
+fails unexpectedly; 2 usage or configuration error. An expected failure is a run of a degradation
 variant (expect_b: fail, e.g. R4-nograph) with A:PASS and B:FAIL; its row still reads FAIL.
 INVALID runs never count as failures. Without --tsv the output ends with the degradation checks
 (R4-nograph's B FAIL read against R4's B PASS, same model and plugin); --tsv prints only the rows.
@@ -11,25 +11,20 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import polars as pl
 import typer
 
-from analysis.checker import ScorePass, score_archive
-from analysis.degradation import (
-    degradation_lines,
-    degradation_table,
-    expected_fail_variants,
-    unexpected_failures,
-)
+from cli.app import new_app, run_app
 from evalb import paths
-from evalb.archive import Archive
-from evalb.cli_errors import run_cli
-from evalb.errors import UsageError
-from evalb.scenarios import resolve_variant
+from evalb.errors import ArchiveError, UsageError
 
-app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
+if TYPE_CHECKING:  # the libraries are imported where used: --help and refusals start fast
+    import polars as pl
+
+    from analysis.checker import ScorePass
+
+app = new_app(__doc__ or "", no_args_is_help=False)
 
 
 def _ab(v: bool | None) -> str:
@@ -59,6 +54,8 @@ def tsv_rows(scores: pl.DataFrame) -> list[str]:
 
 def cell_summary(scores: pl.DataFrame) -> pl.DataFrame:
     """Per (variant, model): valid runs, passes, A and B passes, invalid runs."""
+    import polars as pl
+
     return (
         scores.group_by("variant", "model_alias")
         .agg(
@@ -75,6 +72,8 @@ def cell_summary(scores: pl.DataFrame) -> pl.DataFrame:
 
 def _with_plugin(scores: pl.DataFrame) -> pl.DataFrame:
     """The scores with plugin_hash (for the degradation checks), from the runs if the scores lack it."""
+    import polars as pl
+
     if "plugin_hash" in scores.columns:
         return scores.with_columns(pl.col("plugin_hash").fill_null("(none)"))
     return scores.with_columns(plugin_hash=pl.lit("(none)"))
@@ -133,13 +132,28 @@ def score(
 
     Its TSV row still reads FAIL. INVALID runs never count as failures.
     """
+    from analysis.checker import score_archive
+    from analysis.degradation import (
+        degradation_lines,
+        degradation_table,
+        expected_fail_variants,
+        unexpected_failures,
+    )
+    from evalb.archive import Archive
+    from evalb.scenarios import resolve_variant
+
     if not Archive(archive).exists():
-        raise UsageError(f"{archive} is not an evalb archive (no archive.json)", hint="pass --archive DIR")
+        raise ArchiveError(f"{archive} is not an evalb archive (no archive.json)", hint="pass --archive DIR")
     if rules is not None and not rules.is_dir():
         raise UsageError(f"--rules {rules} is not a directory")
     if scenario:
         scenario = resolve_variant(scenario)[1].id
     sp = score_archive(archive, write=write, rescore=rescore, variant=scenario, model=model, rules_dir=rules)
+    if model and sp.scores.is_empty():
+        raise UsageError(
+            f"no run in {archive} with model {model!r}" + (f" and scenario {scenario}" if scenario else ""),
+            hint="give a model alias as recorded, e.g. haiku or scripted:oracle",
+        )
     for err in sp.judge_errors:
         print(f"warning: judge failed for run {err}", file=sys.stderr)
     if tsv:
@@ -161,8 +175,4 @@ def score(
 
 def main() -> None:
     """Entry point `evalb-score`."""
-    run_cli(app)
-
-
-if __name__ == "__main__":
-    main()
+    run_app(app, "evalb-score")

@@ -7,16 +7,11 @@ from typing import Annotated
 
 import typer
 
-from evalb.errors import EvalbError
+from cli.app import new_app
+from evalb.errors import UsageError
 from evalb.paths import DEFAULT_ARCHIVE
 
-app = typer.Typer(
-    add_completion=False, help="Write a static HTML report with error bars and per-run drill-down."
-)
 
-
-# A callback rather than a command, so the app runs standalone and as `evalb report` via add_typer.
-@app.callback(invoke_without_command=True)
 def report(
     archive: Annotated[
         Path, typer.Option("--archive", help="The archive directory to report on.")
@@ -27,17 +22,14 @@ def report(
     """Write the report for ARCHIVE to OUT (one self-contained file; opens offline)."""
     from analysis.report import build_report
 
-    try:
-        build_report(archive, out, title=title)
-    except EvalbError as e:
-        typer.echo(f"evalb report: {e.one_line()}", err=True)
-        raise typer.Exit(e.exit_code) from None
+    if out.is_dir():
+        raise UsageError(f"--out {out} is a directory", hint="give a file name, e.g. --out report.html")
+    if not out.parent.is_dir():
+        raise UsageError(f"--out {out}: the directory {out.parent} does not exist", hint="create it first")
+    build_report(archive, out, title=title)
     typer.echo(str(out))
 
 
-def main() -> None:
-    app()
-
-
-if __name__ == "__main__":
-    main()
+#: `report` alone, as a one-command app (what `evalb report` runs; handy for in-process tests)
+app = new_app("Write a static HTML report with error bars and per-run drill-down.", no_args_is_help=False)
+app.command()(report)

@@ -1,0 +1,1 @@
+"""The command-line layer: every console script and subcommand, and the one error boundary (cli.app)."""
