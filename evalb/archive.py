@@ -145,7 +145,7 @@ class Archive:
         root = Path(path)
         if not root.exists():
             raise NotAnArchiveError(
-                f"no archive at {root} (no such folder)",
+                f"{root} is not an evalb archive (no such folder)",
                 hint="pass the folder evalb-record wrote with --archive DIR",
             )
         if not root.is_dir():

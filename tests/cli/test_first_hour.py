@@ -205,7 +205,7 @@ def test_recover_and_migrate_never_create_an_archive(tmp_path: Path) -> None:
     for cmd in ("recover", "migrate"):
         res = call("evalb-record", cmd, "--archive", typo)
         assert res.code == 2
-        assert res.lines == [f"error: {typo} is not an evalb archive (no archive.json) (check --archive)"]
+        assert len(res.lines) == 1 and res.lines[0].startswith(f"error: {typo} is not an evalb archive (")
     assert not typo.exists()
 
 

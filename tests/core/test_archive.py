@@ -9,6 +9,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from cli.app import exit_code_for
 from evalb import schema_doc
 from evalb.archive import Archive, connect, read_table
 from evalb.errors import ArchiveError, NotAnArchiveError
@@ -132,7 +133,7 @@ class TestOpen:
     def test_open_a_missing_path_creates_nothing(self, tmp_path: Path) -> None:
         with pytest.raises(NotAnArchiveError, match="no such folder") as err:
             Archive.open(tmp_path / "typo")
-        assert err.value.exit_code == 2 and not (tmp_path / "typo").exists()
+        assert exit_code_for(err.value) == 2 and not (tmp_path / "typo").exists()
 
     @pytest.mark.parametrize("content", [None, "notes.txt"])
     def test_open_a_folder_that_is_not_an_archive(self, tmp_path: Path, content: str | None) -> None:
