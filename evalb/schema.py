@@ -35,7 +35,12 @@ class RunRecord(Record):
 
     run_id: str = Field(description="Unique id of the run (uuid4 hex).")
     schema_version: int = Field(description="Archive schema version this row was written with.")
-    slot: str = Field(description="Grid slot key 'variant|model|plugin_hash|rep'; resume skips filled slots.")
+    slot: str = Field(
+        description=(
+            "Slot key: 'variant|model|plugin_hash[:16]|rep' for recorded runs, "
+            "'import|variant|model|sha256[:16]' for imports; resume skips filled slots."
+        )
+    )
     source: Literal["record", "import", "selftest"] = Field(description="How the run entered the archive.")
     scenario: str = Field(description="Scenario id, e.g. 'R4'.")
     variant: str = Field(description="Variant id, e.g. 'R4' or 'R4-nograph'.")
@@ -72,7 +77,9 @@ class RunRecord(Record):
     rubric_hash: str | None = Field(description="Content hash of judge-rubric.md.")
     rules_hash: str | None = Field(description="Content hash of the checker rules at record time.")
     manifest_json: str | None = Field(description="The full frozen-part manifest (JSON) at record time.")
-    confinement: str = Field(description="'bwrap' or 'none (opted out)' or 'n/a' for imports.")
+    confinement: str = Field(
+        description="'bwrap', 'bwrap (no network)', 'none (opted out)', or 'n/a (imported)' for imports."
+    )
     stderr: str = Field(description="The client's stderr (truncated to 64 KiB).")
     n_lines: int = Field(description="Stdout lines captured.")
     n_malformed: int = Field(description="Lines that were not a JSON object (kept raw, flagged).")
