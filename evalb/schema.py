@@ -11,10 +11,12 @@ from __future__ import annotations
 import datetime as dt
 import types
 from collections.abc import Sequence
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_origin
 
-import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:  # polars is imported where a frame is built: commands that never build one start faster
+    import polars as pl
 
 SCHEMA_VERSION = 2
 
@@ -204,6 +206,8 @@ TABLES: dict[str, type[Record]] = {
 
 
 def _polars_type(annotation: Any) -> pl.DataType:
+    import polars as pl
+
     origin = get_origin(annotation)
     if origin in (Union, types.UnionType):
         inner = [a for a in get_args(annotation) if a is not type(None)]
@@ -224,6 +228,8 @@ def _polars_type(annotation: Any) -> pl.DataType:
 
 def polars_schema(table: str) -> pl.Schema:
     """The Parquet/Polars schema of a table, derived from its record model."""
+    import polars as pl
+
     model = TABLES[table]
     return pl.Schema({name: _polars_type(f.annotation) for name, f in model.model_fields.items()})
 
@@ -235,5 +241,7 @@ def columns(table: str) -> list[str]:
 
 def to_frame(table: str, rows: Sequence[Record] | Sequence[dict[str, Any]]) -> pl.DataFrame:
     """Rows (records or dicts) as a DataFrame with exactly the table's schema."""
+    import polars as pl
+
     dicts = [r.model_dump() if isinstance(r, BaseModel) else r for r in rows]
     return pl.DataFrame(dicts, schema=polars_schema(table), orient="row" if not dicts else None)

@@ -146,7 +146,8 @@ class Breaker:
     """Counts consecutive reps that failed the same way before reaching the model; trips at `limit`."""
 
     def __init__(self, limit: int) -> None:
-        self.limit, self.key, self.count = limit, None, 0
+        self.limit, self.count = limit, 0
+        self.key: str | None = None
         self.reason: str | None = None
         self.lock = threading.Lock()
 
