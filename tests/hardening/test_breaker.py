@@ -11,7 +11,7 @@ import pytest
 from evalb.archive import Archive
 from evalb.scenarios import all_variant_ids
 from evalb.schema import RunRecord
-from runner.grid import Breaker, GridReport, expand, failure_key, plugin_hash_of, run_grid
+from runner.grid import Breaker, GridReport, Progress, expand, failure_key, plugin_hash_of, run_grid
 from runner.record import RecordOptions
 from runner.scripted.server import parse_fault
 from tests.hardening.helpers import check_archive
@@ -84,3 +84,25 @@ def test_breaker_off_records_every_rep(tmp_path: Path) -> None:
     report = _grid(tmp_path / "archive", variants, 0, io.StringIO())
     assert report.stopped_by_breaker is None and report.not_started == 0
     assert check_archive(tmp_path / "archive").height == 2
+
+
+def test_progress_line_says_why_a_rep_did_not_complete() -> None:
+    stream = io.StringIO()
+    progress = Progress(2, stream)
+    detail = "API Error: 401 " + "x" * 300
+    progress.update(
+        RunRecord.model_construct(
+            variant="R1", model_alias="m", rep=0, outcome="client_error", outcome_detail=detail
+        ),
+        None,
+    )
+    progress.update(
+        RunRecord.model_construct(
+            variant="R2", model_alias="m", rep=0, outcome="completed", outcome_detail="ok"
+        ),
+        "PASS",
+    )
+    first, second = stream.getvalue().splitlines()
+    assert "R1 m rep 0: client_error (API Error: 401 x" in first and first.endswith("…)")
+    assert len(first) < 200
+    assert second.endswith("R2 m rep 0: completed PASS")
