@@ -25,8 +25,6 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import polars as pl
-from scipy import stats as sps
-from scipy.special import comb
 
 ALPHA = 0.05
 CONFIRMED, NOT_SHOWN, BASE_NOT_PASSING = "confirmed", "not shown", "base not passing"
@@ -60,6 +58,8 @@ def fisher_one_sided(x: int, n: int, y: int, m: int) -> float:
     variant ((m-y)/m); 1.0 when either side has no valid run."""
     if n == 0 or m == 0:
         return 1.0
+    from scipy import stats as sps  # imported here: scipy.stats costs every command ~0.2 s
+
     return float(sps.fisher_exact([[x, n - x], [m - y, y]], alternative="greater").pvalue)
 
 
@@ -73,7 +73,7 @@ def classify(x: int, n: int, y: int, m: int, alpha: float = ALPHA) -> tuple[str,
         return NOT_SHOWN, p, "no valid run of the degradation variant"
     if p <= alpha * (1 + 1e-9):  # 3/3 vs 0/3 is exactly 1/20; no float rounding above it
         return CONFIRMED, p, f"one-sided Fisher p = {p:.3f} <= {alpha}"
-    best = 1 / comb(n + m, n)  # the smallest p these rep counts allow (all pass vs all fail)
+    best = 1 / math.comb(n + m, n)  # the smallest p these rep counts allow (all pass vs all fail)
     if x / n <= (m - y) / m:
         why = "the variant passes (b) as often as the base"
     elif best > alpha:

@@ -74,6 +74,10 @@ def boundary_correction(
     return lo, hi
 
 
+#: Every class `cell_class` gives (docs/statistics.md names each).
+CELL_CLASSES = ("always-pass", "always-fail", "flaky", "no-data")
+
+
 def cell_class(k: int, n: int) -> str:
     """'always-pass', 'always-fail', 'flaky', or 'no-data' (no valid reps) for k passes in n reps."""
     if n == 0:

@@ -12,10 +12,12 @@ import datetime as dt
 import json
 import types
 from collections.abc import Sequence
-from typing import Any, Literal, Protocol, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Literal, Protocol, Union, get_args, get_origin
 
-import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:  # polars is imported where a frame is built: commands that never build one start faster
+    import polars as pl
 
 SCHEMA_VERSION = 2
 
@@ -36,7 +38,12 @@ class RunRecord(Record):
 
     run_id: str = Field(description="Unique id of the run (uuid4 hex).")
     schema_version: int = Field(description="Archive schema version this row was written with.")
-    slot: str = Field(description="Grid slot key 'variant|model|plugin_hash|rep'; resume skips filled slots.")
+    slot: str = Field(
+        description=(
+            "Slot key: 'variant|model|plugin_hash[:16]|rep' for recorded runs, "
+            "'import|variant|model|sha256[:16]' for imports; resume skips filled slots."
+        )
+    )
     source: Literal["record", "import", "selftest"] = Field(description="How the run entered the archive.")
     scenario: str = Field(description="Scenario id, e.g. 'R4'.")
     variant: str = Field(description="Variant id, e.g. 'R4' or 'R4-nograph'.")
@@ -73,7 +80,9 @@ class RunRecord(Record):
     rubric_hash: str | None = Field(description="Content hash of judge-rubric.md.")
     rules_hash: str | None = Field(description="Content hash of the checker rules at record time.")
     manifest_json: str | None = Field(description="The full frozen-part manifest (JSON) at record time.")
-    confinement: str = Field(description="'bwrap' or 'none (opted out)' or 'n/a' for imports.")
+    confinement: str = Field(
+        description="'bwrap', 'bwrap (no network)', 'none (opted out)', or 'n/a (imported)' for imports."
+    )
     stderr: str = Field(description="The client's stderr (truncated to 64 KiB).")
     n_lines: int = Field(description="Stdout lines captured.")
     n_malformed: int = Field(description="Lines that were not a JSON object (kept raw, flagged).")
@@ -224,6 +233,8 @@ TABLES: dict[str, type[Record]] = {
 
 
 def _polars_type(annotation: Any) -> pl.DataType:
+    import polars as pl
+
     origin = get_origin(annotation)
     if origin in (Union, types.UnionType):
         inner = [a for a in get_args(annotation) if a is not type(None)]
@@ -244,6 +255,8 @@ def _polars_type(annotation: Any) -> pl.DataType:
 
 def polars_schema(table: str) -> pl.Schema:
     """The Parquet/Polars schema of a table, derived from its record model."""
+    import polars as pl
+
     model = TABLES[table]
     return pl.Schema({name: _polars_type(f.annotation) for name, f in model.model_fields.items()})
 
@@ -255,5 +268,7 @@ def columns(table: str) -> list[str]:
 
 def to_frame(table: str, rows: Sequence[Record] | Sequence[dict[str, Any]]) -> pl.DataFrame:
     """Rows (records or dicts) as a DataFrame with exactly the table's schema."""
+    import polars as pl
+
     dicts = [r.model_dump() if isinstance(r, BaseModel) else r for r in rows]
     return pl.DataFrame(dicts, schema=polars_schema(table), orient="row" if not dicts else None)

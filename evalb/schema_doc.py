@@ -23,6 +23,7 @@ def column_table(table: str) -> str:
         if not field.is_required():  # a column added after v1: what a migration gives older rows
             default = field.default_factory() if field.default_factory else field.default  # type: ignore[call-arg]
             meaning += f" Older rows: `{json.dumps(default)}`."
+        meaning = meaning.replace("|", "\\|")  # a bare | would end the Markdown cell
         rows.append(f"| `{name}` | {schema[name]} | {meaning} |")
     return "\n".join(rows) + "\n"
 

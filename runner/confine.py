@@ -28,6 +28,8 @@ from evalb import paths
 from evalb.errors import ConfinementError
 
 NO_CONFINEMENT = "none (opted out)"
+#: What `confinement` says for a confined rep, with and without the network.
+BWRAP, BWRAP_NO_NETWORK = "bwrap", "bwrap (no network)"
 BWRAP_MISSING = "bubblewrap (bwrap) is not installed, so reps cannot be confined"
 BWRAP_HINT = (
     "install it (apt-get install bubblewrap; scripts/setup does) or pass --no-confine to run unconfined"
@@ -155,4 +157,4 @@ def confine_command(
         "--",
         *cmd,
     ]  # fmt: skip
-    return wrapped, "bwrap (no network)" if unshare_net else "bwrap"
+    return wrapped, BWRAP_NO_NETWORK if unshare_net else BWRAP

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import os
+import re
 import sys
 import threading
 import time
@@ -32,6 +33,10 @@ from runner.scripted.server import ModelServer
 
 #: Outcomes after which a rep is tried again at once (the model never spoke: nothing to score).
 RETRYABLE = {"client_error", "timeout"}
+
+#: Default circuit breaker: the grid stops after this many consecutive reps failed the same way
+#: before reaching the model (0 = never).
+BREAKER = 5
 
 
 class Terminated(KeyboardInterrupt):
@@ -149,6 +154,58 @@ class GridReport:
     #: (slot, reason) of reps that failed in the harness: recorded as `harness_error` where the
     #: archive could take the row, and said here either way
     failed: list[tuple[str, str]] = field(default_factory=list)
+    #: set when the circuit breaker stopped the grid: why (outcome and reason of the last failure)
+    stopped_by_breaker: str | None = None
+    #: slots the breaker left unrecorded (neither started nor filled)
+    not_started: int = 0
+
+
+def failure_key(run: RunRecord) -> str | None:
+    """How a rep failed before the model spoke (outcome + normalised reason), or None if it did not.
+
+    Numbers, ids and paths vary from one rep to the next; they are blanked so that the same cause
+    gives the same key."""
+    if run.reached_model or run.outcome not in RETRYABLE | {"harness_error"}:
+        return None
+    return f"{run.outcome}: {normalise_reason(run.outcome_detail)}"
+
+
+def normalise_reason(detail: str) -> str:
+    text = " ".join(detail.split())
+    text = re.sub(r"(/[\w.@+-]+)+", "<path>", text)
+    text = re.sub(r"\b(?=[\w-]*\d)[\w-]{8,}\b", "<id>", text)  # request ids, run ids, hashes
+    text = re.sub(r"\d+\.\d+|\d{4,}", "<n>", text)  # durations, sizes, ports; keeps HTTP statuses
+    return text[:160]
+
+
+class Breaker:
+    """Counts consecutive reps that failed the same way before reaching the model; trips at `limit`."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.count = limit, 0
+        self.key: str | None = None
+        self.reason: str | None = None
+        self.lock = threading.Lock()
+
+    def add(self, run: RunRecord) -> bool:
+        """Count a finished rep (after its retries); True when this one trips the breaker."""
+        key = failure_key(run)
+        with self.lock:
+            if self.limit < 1 or self.reason is not None:
+                return False
+            self.count = self.count + 1 if key is not None and key == self.key else int(key is not None)
+            self.key = key
+            if self.count < self.limit:
+                return False
+            detail = " ".join(run.outcome_detail.split())
+            self.reason = (
+                f"{self.count} reps in a row failed before reaching the model: {run.outcome}: {detail}"[:400]
+            )
+            return True
+
+    @property
+    def tripped(self) -> bool:
+        return self.reason is not None
 
 
 class Progress:
@@ -173,12 +230,26 @@ class Progress:
             what = f"{run.variant} {run.model_alias} rep {run.rep}: {run.outcome}" + (
                 f" {verdict}" if verdict else ""
             )
+            if run.outcome != "completed" and run.outcome_detail:
+                what += f" ({shorten(run.outcome_detail)})"
             line = f"[{self.done}/{self.total}]{score} · ETA {eta:.0f}s · {what}"
             if self.tty:
                 self.stream.write("\r\033[K" + line + ("\n" if self.done == self.total else ""))
             else:
                 self.stream.write(line + "\n")
             self.stream.flush()
+
+    def note(self, text: str) -> None:
+        """A line of its own under the progress line (the grid's stop by the circuit breaker)."""
+        with self.lock:
+            self.stream.write(("\n" if self.tty else "") + text + "\n")
+            self.stream.flush()
+
+
+def shorten(text: str, width: int = 100) -> str:
+    """One line of at most `width` characters."""
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def preflight(slots: list[Slot], archive: Archive, options: RecordOptions) -> None:
@@ -203,6 +274,7 @@ def run_grid(
     after_rep: Callable[[RunRecord], str | None] | None = None,
     progress_stream: TextIO | None = sys.stderr,
     stop: threading.Event | None = None,
+    breaker: int = BREAKER,
 ) -> GridReport:
     """Record every slot not yet filled; `after_rep` may score a rep and return its verdict.
 
@@ -210,9 +282,16 @@ def run_grid(
     it then sets `stop`, which ends every running client at once (their reps are committed as
     `interrupted`, with their lines and what stopped them), drops the reps not yet started, and
     re-raises. A rep that fails in the harness is recorded as `harness_error` (see `record_rep`)
-    and listed in the report's `failed`; the grid goes on."""
+    and listed in the report's `failed`; the grid goes on.
+
+    Circuit breaker: once `breaker` reps in a row (0 = never) failed the same way before reaching
+    the model (same outcome, same reason up to numbers and ids: no network, no credentials, a
+    broken client), the reps not yet started are skipped (reps already running finish and are
+    recorded) and the report says why in `stopped_by_breaker`, with `not_started`."""
     if jobs < 1:
         raise UsageError(f"--jobs must be at least 1, got {jobs}")
+    if breaker < 0:
+        raise UsageError(f"--breaker must be 0 (off) or more, got {breaker}")
     preflight(slots, archive, options)
     archive.ensure()
     stop = stop or StopEvent()
@@ -227,9 +306,14 @@ def run_grid(
     needs_server = any(s.model.startswith("scripted:") for s in todo)
     server = ModelServer().start() if needs_server else None
     lock = threading.Lock()
+    trip = Breaker(breaker)
 
     def one(slot: Slot) -> None:
         if stop.is_set():
+            return
+        if trip.tripped:
+            with lock:
+                report.not_started += 1
             return
         try:
             run = rep(slot)
@@ -241,6 +325,10 @@ def run_grid(
             return
         if run is None or run.outcome == "interrupted":
             return
+        if trip.add(run):
+            report.stopped_by_breaker = trip.reason
+            if progress:
+                progress.note(f"stopping the grid (circuit breaker): {shorten(trip.reason or '', 300)}")
         if run.outcome == "harness_error":
             with lock:
                 report.failed.append((slot.key, run.outcome_detail))

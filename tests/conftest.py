@@ -2,6 +2,11 @@
 
 They are session-scoped (recording takes tens of seconds) and built lazily, only for the tests
 that ask for them. Tests must treat them as read-only: copy one (`copy_archive`) to change it.
+
+Every test that records with the real client is marked `client`, so `-m "not client"` is fast:
+tests using `demo_archive` or `stochastic_archive` are marked here at collection, and
+`record_grid` (which those fixtures and other tests record with) refuses to run for a test
+without the mark, so a missing mark fails instead of slowing the fast run down.
 """
 
 from __future__ import annotations
@@ -22,11 +27,37 @@ from runner.record import RecordOptions
 
 GOLDEN = Path(__file__).parent / "runner" / "golden"
 
+#: Session fixtures that record with the real client: their users are marked `client`.
+CLIENT_FIXTURES = {"demo_archive", "stochastic_archive"}
+_running: list[pytest.Item] = []  # the test being set up or run
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None:  # a fixture named by a parameter (request.getfixturevalue)
+            names |= {v for v in callspec.params.values() if isinstance(v, str)}
+        if names & CLIENT_FIXTURES:
+            item.add_marker(pytest.mark.client)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    _running[:] = [item]
+
+
+def require_client_mark() -> None:
+    """Refuse to drive the real client from a test not marked `client` (it would slow `-m "not client"`)."""
+    if _running and _running[0].get_closest_marker("client") is None:
+        raise RuntimeError(f"{_running[0].nodeid} records with the real client: mark it @pytest.mark.client")
+
 
 def record_grid(
     archive: Path, scenarios: list[str], models: list[str], reps: int, *, jobs: int = 2, **options: object
 ) -> GridReport:
     """Record a grid with the real client (the test-suite twin of `evalb-record run`)."""
+    require_client_mark()
     opts = RecordOptions(**options)  # type: ignore[arg-type]
     slots = expand(scenarios, models, reps, plugin_hash_of(opts.plugin_dir))
     return run_grid(slots, Archive(archive), opts, jobs=jobs, progress_stream=None)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from analysis import fabricate as fab
-from evalb.scenarios import load_scenarios
+from evalb.scenarios import all_variant_ids, load_scenarios
 from tests.checker.helpers import Runs, hooked
 from tests.conftest import SCRIPTED_JUDGE
 
@@ -191,11 +191,11 @@ class TestRecordedGridExitCodes:
         return copy_archive(demo_archive)
 
     def test_oracle_grid_exits_0_and_oblivious_exits_1(self, recorded) -> None:
-        """Oracle on all 8 variants (R4-nograph FAILs as expected): exit 0; oblivious or both: exit 1."""
+        """Oracle on every variant (R4-nograph FAILs as expected): exit 0; oblivious or both: exit 1."""
         env = {"ADR_EVAL_B_JUDGE_CMD": SCRIPTED_JUDGE}
         oracle = run("--archive", str(recorded), "--tsv", "--model", "scripted:oracle", env=env)
         rows = [r.split("\t") for r in oracle.stdout.splitlines()]
-        assert {r[0] for r in rows} == {"W1", "W2", "W3", "R1", "R2", "R3", "R4", "R4-nograph"}
+        assert {r[0] for r in rows} == set(all_variant_ids())
         assert {tuple(r[2:5]) for r in rows if r[0] == "R4-nograph"} == {("A:PASS", "B:FAIL", "FAIL")}
         assert {r[4] for r in rows if r[0] != "R4-nograph"} == {"PASS"}
         assert oracle.returncode == 0, oracle.stderr

@@ -6,6 +6,7 @@ import pytest
 
 from analysis.checker import latest_scores, score_archive
 from analysis.judge import CommandJudge
+from evalb.scenarios import all_variant_ids
 from tests.checker.helpers import ab
 from tests.conftest import SCRIPTED_JUDGE
 
@@ -21,7 +22,7 @@ def test_oracle_passes_and_oblivious_fails(demo_archive, copy_archive) -> None:
         got.setdefault((r["variant"], r["model_alias"]), set()).add(
             (ab(r["axis_a"]), ab(r["axis_b"]), r["verdict"])
         )
-    variants = {"W1", "W2", "W3", "R1", "R2", "R3", "R4", "R4-nograph"}
+    variants = set(all_variant_ids())
     assert {v for v, _ in got} == variants
     for v in variants:
         oracle = ("PASS", "FAIL", "FAIL") if v == "R4-nograph" else ("PASS", "PASS", "PASS")

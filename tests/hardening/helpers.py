@@ -157,7 +157,9 @@ def record_shell(
     from evalb.archive import Archive
     from runner.grid import expand, plugin_hash_of, run_grid
     from runner.record import RecordOptions
+    from tests.conftest import require_client_mark
 
+    require_client_mark()
     script = shell_script(tmp, commands, final)
     if monkeypatch is not None:
         monkeypatch.setenv("EVALB_SHELL_SCRIPT", str(script))

@@ -1,8 +1,7 @@
 """API faults injected by the scripted model, met by the real client: every rep's exact outcome.
 
 All cases are recorded once, concurrently (most of their time is waiting), by a module fixture;
-each test then reads its case's archive. Times are printed (-s) and not asserted, except that a
-hopeless 401 must stop long before the rep's timeout."""
+each test then reads its case's archive. Times are printed (-s), never asserted."""
 
 from __future__ import annotations
 
@@ -135,7 +134,9 @@ def test_401_stops_early_instead_of_waiting_out_the_timeout(recorded: dict[str, 
     """A 401 is hopeless: the rep ends at the client's first api_retry line, well inside its 60 s."""
     for name in ("401-before", "401-after"):
         df = _runs(recorded[name])
-        assert df["duration_ms"][0] < 30_000, (name, df["duration_ms"][0])
+        # ended by the runner on the client's first retry line, not by the rep's 60 s timeout (the
+        # duration is printed by the fixture, not asserted)
+        assert df["outcome"][0] == "client_error", (name, df["outcome"][0], df["duration_ms"][0])
         assert "401" in df["outcome_detail"][0] and "retrying cannot help" in df["outcome_detail"][0]
 
 

@@ -10,10 +10,12 @@ import pandas as pd
 import polars as pl
 import pytest
 
+from evalb.scenarios import all_variant_ids
 from evalb.schema import columns
 from tests.conftest import record_grid
 
 pytestmark = pytest.mark.client
+N_VARIANTS = len(all_variant_ids())  # the demo archive has every variant
 
 
 def _runs(root: Path) -> pl.DataFrame:
@@ -22,14 +24,14 @@ def _runs(root: Path) -> pl.DataFrame:
 
 class TestDemoGrid:
     def test_every_rep_is_recorded_completed_with_the_hook(self, demo_archive: Path) -> None:
-        """8 variants × oracle × 2 + oblivious × 1: 24 runs, each completed, hook seen, real client."""
+        """Every variant × oracle × 2 + oblivious × 1: each run completed, hook seen, real client."""
         runs = _runs(demo_archive)
-        assert runs.height == 24
+        assert runs.height == 3 * N_VARIANTS
         assert runs.group_by("model_alias").len().sort("model_alias").rows() == [
-            ("scripted:oblivious", 8),
-            ("scripted:oracle", 16),
+            ("scripted:oblivious", N_VARIANTS),
+            ("scripted:oracle", 2 * N_VARIANTS),
         ]
-        assert set(runs["variant"]) == {"W1", "W2", "W3", "R1", "R2", "R3", "R4", "R4-nograph"}
+        assert set(runs["variant"]) == set(all_variant_ids())
         assert runs["outcome"].unique().to_list() == ["completed"]
         assert runs["hook_seen"].all() and runs["reached_model"].all()
         assert all(note.startswith("[os-adr]") for note in runs["hook_note"])
@@ -49,7 +51,7 @@ class TestDemoGrid:
         oblivious agent, which writes nothing, leaves no artifacts."""
         runs = pl.read_parquet(str(demo_archive / "runs" / "*.parquet"))
         caps = [json.loads(c) for c in runs["capture_json"]]
-        assert len(caps) == 24 and all(c["method"] == "walk" and c["git"] == "dir" for c in caps)
+        assert len(caps) == 3 * N_VARIANTS and all(c["method"] == "walk" and c["git"] == "dir" for c in caps)
         assert all(c["caps_hit"] == [] and c["errors"] == 0 for c in caps)
         arts = pl.read_parquet(str(demo_archive / "artifacts" / "*.parquet"))
         oblivious = runs.filter(pl.col("model_alias") == "scripted:oblivious")["run_id"]
@@ -90,8 +92,8 @@ class TestDemoGrid:
         """Resuming the same grid skips every filled slot."""
         root = copy_archive(demo_archive)
         report = record_grid(root, ["all"], ["scripted:oracle"], 2)
-        assert (report.planned, report.skipped, len(report.recorded)) == (16, 16, 0)
-        assert _runs(root).height == 24
+        assert (report.planned, report.skipped, len(report.recorded)) == (2 * N_VARIANTS, 2 * N_VARIANTS, 0)
+        assert _runs(root).height == 3 * N_VARIANTS
 
     def test_growing_reps_records_only_the_new_ones(self, demo_archive: Path, copy_archive) -> None:  # type: ignore[no-untyped-def]
         """Asking for 2 reps where 1 exists records exactly one more per cell."""

@@ -132,7 +132,9 @@ class TestInBrowser:
             check=False,
         )
 
-    @pytest.mark.parametrize("which", ["report_file", "recorded_report"])
+    @pytest.mark.parametrize(
+        "which", ["report_file", pytest.param("recorded_report", marks=pytest.mark.client)]
+    )
     def test_plotly_renders_every_chart(self, which, tmp_path, request):
         """After scripts run, each chart div holds plotly's svg and the tables are in the DOM."""
         report_file = request.getfixturevalue(which)

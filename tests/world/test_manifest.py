@@ -11,6 +11,7 @@ import pytest
 
 from evalb import manifest, paths
 from evalb.errors import FixtureError, UsageError
+from evalb.scenarios import load_scenarios
 
 HEX = re.compile(r"^[0-9a-f]{64}$")
 
@@ -19,7 +20,7 @@ def test_frozen_manifest_parts() -> None:
     m = manifest.frozen_manifest()
     expected_scenarios = {f"scenario:{p.stem}" for p in paths.SCENARIOS_DIR.glob("*.md")}
     assert set(m) == {"fixture", "plugin", "judge_rubric", "checker_rules"} | expected_scenarios
-    assert len(expected_scenarios) == 7
+    assert expected_scenarios == {f"scenario:{s.id}" for s in load_scenarios()}
     assert all(HEX.match(v) or v == manifest.MISSING for v in m.values())
     assert HEX.match(m["fixture"]) and HEX.match(m["plugin"])
     assert m["scenario:R2"] == manifest.hash_file(paths.SCENARIOS_DIR / "R2.md")

