@@ -39,6 +39,14 @@ FaultOpt = Annotated[
         "(kinds: status, drop, stall; see docs/runner.md). Repeatable.",
     ),
 ]
+BreakerOpt = Annotated[
+    int,
+    typer.Option(
+        "--breaker",
+        help="Stop the grid after this many reps in a row fail the same way before reaching the model "
+        "(e.g. no network, a bad key); 0 = never.",
+    ),
+]
 RetriesOpt = Annotated[
     int,
     typer.Option(
@@ -241,9 +249,13 @@ def _record(
     archive: Path,
     options: RecordOptions,
     results: Path | None,
+    breaker: int = 5,
 ) -> None:
     from evalb.archive import Archive
     from runner import grid as grid_mod
+
+    if breaker < 0:
+        raise UsageError(f"--breaker {breaker} is negative", hint="give a count, or 0 to never stop early")
 
     refuse_inside_inputs("--archive", archive, options.plugin_dir)
     refuse_foreign_folder(archive)
@@ -262,7 +274,9 @@ def _record(
             results.touch()
         except OSError as e:
             raise UsageError(f"cannot write --results {results}: {e.strerror}") from e
-    report = grid_mod.run_grid(slots, arch, options, jobs=jobs, after_rep=_scorer(archive, results))
+    report = grid_mod.run_grid(
+        slots, arch, options, jobs=jobs, after_rep=_scorer(archive, results), breaker=breaker
+    )
     outcomes: dict[str, int] = {}
     for r in report.recorded:
         outcomes[r.outcome] = outcomes.get(r.outcome, 0) + 1
@@ -277,6 +291,11 @@ def _record(
     if options.keep_sandboxes:
         where = options.workdir or Path(tempfile.gettempdir())
         print(f"kept each rep's sandbox and HOME in {where.resolve()}/evalb-<variant>-*", file=sys.stderr)
+    if report.stopped_by_breaker:
+        raise HarnessError(
+            f"stopped the grid after {breaker} reps in a row failed the same way: {report.stopped_by_breaker}",
+            hint=f"fix that, then rerun the same command to record the {report.not_started} reps not started",
+        )
     if report.failed:
         slot, reason = report.failed[0]
         raise HarnessError(
@@ -310,6 +329,7 @@ def run(
     ] = None,
     keep_sandboxes: Annotated[bool, typer.Option(help="Keep each rep's sandbox and HOME.")] = False,
     max_api_retries: RetriesOpt = 6,
+    breaker: BreakerOpt = 5,
     inject_fault: FaultOpt = None,
     mem_limit: MemOpt = "4G",
     pids_limit: PidsOpt = "512",
@@ -332,7 +352,7 @@ def run(
         credentials,
         network,
     )
-    _record(scenario.split(","), model.split(","), reps, jobs, archive, opts, results)
+    _record(scenario.split(","), model.split(","), reps, jobs, archive, opts, results, breaker)
 
 
 @app.command()
@@ -353,6 +373,7 @@ def grid(
     ] = None,
     keep_sandboxes: Annotated[bool, typer.Option(help="Keep each rep's sandbox and HOME.")] = False,
     max_api_retries: RetriesOpt = 6,
+    breaker: BreakerOpt = 5,
     mem_limit: MemOpt = "4G",
     pids_limit: PidsOpt = "512",
     tmp_size: TmpOpt = "512M",
@@ -378,7 +399,16 @@ def grid(
         credentials,
         network,
     )
-    _record(spec.scenarios, spec.models, spec.reps if reps is None else reps, jobs, archive, opts, results)
+    _record(
+        spec.scenarios,
+        spec.models,
+        spec.reps if reps is None else reps,
+        jobs,
+        archive,
+        opts,
+        results,
+        breaker,
+    )
 
 
 @app.command("import")

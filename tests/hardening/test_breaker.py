@@ -106,3 +106,21 @@ def test_progress_line_says_why_a_rep_did_not_complete() -> None:
     assert "R1 m rep 0: client_error (API Error: 401 x" in first and first.endswith("…)")
     assert len(first) < 200
     assert second.endswith("R2 m rep 0: completed PASS")
+
+
+@pytest.mark.client
+def test_the_cli_stops_by_the_breaker_with_one_line_and_exit_3(tmp_path: Path) -> None:
+    """`evalb-record run all … --breaker 2` with a 401 on every rep: two reps recorded, one `error:`
+    line naming the breaker and the 401, exit 3 (a harness stop, docs/cli.md)."""
+    from tests.hardening.helpers import run_recorder
+
+    root = tmp_path / "archive"
+    res = run_recorder(
+        "run", "all", "scripted:oracle", "--archive", root, "--breaker", "2", "--inject-fault", UNAUTHORISED
+    )
+    assert res.returncode == 3, res.stderr
+    errors = [ln for ln in res.stderr.splitlines() if ln.startswith("error: ")]
+    assert len(errors) == 1 and "2 reps in a row" in errors[0] and "401" in errors[0], res.stderr
+    assert check_archive(root).height == 2
+    bad = run_recorder("run", "R1", "scripted:oracle", "--archive", root, "--breaker", "-1")
+    assert bad.returncode == 2 and bad.stderr.startswith("error: --breaker -1 is negative")
