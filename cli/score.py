@@ -52,24 +52,6 @@ def tsv_rows(scores: pl.DataFrame) -> list[str]:
     ]
 
 
-def cell_summary(scores: pl.DataFrame) -> pl.DataFrame:
-    """Per (variant, model): valid runs, passes, A and B passes, invalid runs."""
-    import polars as pl
-
-    return (
-        scores.group_by("variant", "model_alias")
-        .agg(
-            runs=pl.len(),
-            valid=pl.col("valid").sum(),
-            passed=pl.col("passed").fill_null(False).sum(),
-            a_pass=pl.col("axis_a").fill_null(False).sum(),
-            b_pass=pl.col("axis_b").fill_null(False).sum(),
-            invalid=(~pl.col("valid")).sum(),
-        )
-        .sort("variant", "model_alias")
-    )
-
-
 def _with_plugin(scores: pl.DataFrame) -> pl.DataFrame:
     """The scores with plugin_hash (for the degradation checks), from the runs if the scores lack it."""
     import polars as pl
@@ -96,13 +78,15 @@ def _print_table(sp: ScorePass) -> None:
             f"{r['run_id'][:12]}  {r['variant']:<11} {r['model_alias']:<20} rep {r['rep']:<3} "
             f"A:{_ab(r['axis_a']):<4} B:{_ab(r['axis_b']):<4} {r['verdict']:<7}  {_clean(r['reasons'])}"
         )
-    print("\nper cell:")
-    print(f"{'variant':<11} {'model':<20} {'pass':>9} {'A':>7} {'B':>7} {'invalid':>8}")
-    for c in cell_summary(s).iter_rows(named=True):
+    from analysis.summary import cell_counts
+
+    print("\nper cell:")  # variant × model × plugin, as in `evalb summary` (frames.CELL_KEYS)
+    print(f"{'variant':<11} {'model':<20} {'plugin':<8} {'pass':>9} {'A':>7} {'B':>7} {'invalid':>8}")
+    for c in cell_counts(_with_plugin(s)).iter_rows(named=True):
         v = c["valid"]
         print(
-            f"{c['variant']:<11} {c['model_alias']:<20} {c['passed']:>4}/{v:<4} {c['a_pass']:>3}/{v:<3} "
-            f"{c['b_pass']:>3}/{v:<3} {c['invalid']:>8}"
+            f"{c['variant']:<11} {c['model_alias']:<20} {c['plugin_hash'][:8]:<8} {c['passed']:>4}/{v:<4} "
+            f"{c['a_pass']:>3}/{v:<3} {c['b_pass']:>3}/{v:<3} {c['invalid']:>8}"
         )
 
 
