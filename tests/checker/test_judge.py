@@ -9,6 +9,7 @@ import pytest
 
 from analysis import judge as judging
 from analysis.checker import score_archive
+from cli.app import exit_code_for
 from evalb.archive import read_table
 from evalb.errors import ConfigurationError
 from tests.checker.helpers import Runs, hooked
@@ -194,7 +195,7 @@ class TestJudgeCannotRun:
         judge = judging.CommandJudge(f"echo x >> {counter}; echo 'Not logged in · Please run /login'; exit 1")
         with pytest.raises(ConfigurationError, match="Not logged in") as err:
             score_archive(runs.archive.root, judge=judge)
-        assert err.value.exit_code == 2 and "\n" not in err.value.one_line()
+        assert exit_code_for(err.value) == 2 and "\n" not in err.value.one_line()
         assert counter.read_text() == "x\n"  # asked once, not once per run
         assert _snapshot(runs.archive.root) == before
 
