@@ -23,8 +23,9 @@ from analysis.frames import check_columns
 from analysis.paired import PairedResult, compare, compare_table
 from analysis.power import components_from_pilot, plan_table, power_curve
 from analysis.stats import cell_table, grid_table
-from evalb.archive import Archive
-from evalb.errors import UsageError
+from evalb.archive import LATEST_RUN_COLUMNS, Archive
+from evalb.errors import ConfigurationError, UsageError
+from evalb.schema import columns
 
 EVENT_COLUMNS = (
     "run_id",
@@ -64,6 +65,7 @@ tr.ev-a td{background:#fff3c4}tr.ev-b td{background:#d6ecff}tr.ev-a.ev-b td{back
 details{margin:.3rem 0;border:1px solid #eee;padding:.3rem .6rem}details[open]{background:#fcfcfc}
 pre{white-space:pre-wrap;margin:0;font-size:.8rem;max-height:20rem;overflow:auto}
 .scroll{overflow-x:auto}.figrow{display:flex;flex-wrap:wrap;gap:1rem}
+.banner{background:#fff3c4;border:1px solid #e0c060;padding:.5rem .8rem}
 .legend span{padding:.1rem .5rem;margin-right:.5rem}
 """
 
@@ -191,7 +193,11 @@ def _degradation_section(scores: pl.DataFrame) -> list[str]:
 
 
 def render_report(
-    scores: pl.DataFrame, events: pl.DataFrame, title: str = "evalb report", source: str = ""
+    scores: pl.DataFrame,
+    events: pl.DataFrame,
+    title: str = "evalb report",
+    source: str = "",
+    banner: str = "",
 ) -> str:
     """The whole report as one HTML string, from a score frame (frames.COLUMNS + derived) and its events."""
 
@@ -205,6 +211,7 @@ def render_report(
     comparisons = _comparisons(scores)
     parts = [
         f"<h1>{html.escape(title)}</h1>",
+        f"<p class='banner' id='banner'>{html.escape(banner)}</p>" if banner else "",
         f"<p class='note'>Archive: <code>{html.escape(source)}</code> · generated "
         f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC · {scores.height} scored runs "
         f"({int((~scores['valid']).sum())} INVALID, excluded from every rate) · "
@@ -312,19 +319,58 @@ def check_out(out: Path | str) -> Path:
     return out
 
 
-def load_report_scores(archive: Archive) -> pl.DataFrame:
-    """The score frame the report reads; a clear error when the archive has nothing to report."""
-    scores = archive.latest_scores()
-    if scores.is_empty():
-        if not archive.has_rows("runs"):
-            raise UsageError(
-                f"{archive.root} has no runs to report on", hint="record some first with evalb-record"
-            )
-        raise UsageError(
-            f"{archive.root} has runs but no scores",
-            hint=f"score them first: evalb-score --archive {archive.root}",
+class _NotJudged:
+    """A stand-in judge that answers nothing: its W runs come out unjudged (INVALID, not judged)."""
+
+    name = "not judged"
+
+    def ask(self, prompt: str) -> str:
+        return "not judged"
+
+
+def _score_in_memory(archive: Archive, run_ids: list[str]) -> tuple[pl.DataFrame, str]:
+    """Score `run_ids` without writing anything, each with the judge it expects; when a judge cannot
+    run, its W runs are left unjudged and the second value is a banner saying how to score them."""
+    from analysis.checker import score_runs
+
+    banner = ""
+    try:
+        fresh = score_runs(archive, run_ids, write=False).scores
+    except ConfigurationError as e:
+        fresh = score_runs(archive, run_ids, judge=_NotJudged(), write=False).scores
+        n = int(fresh["reasons"].cast(pl.String).str.contains("the judge gave no verdict").sum())
+        reason = " ".join(str(e).split())[:160]
+        banner = (
+            f"{n} W run{'' if n == 1 else 's'} not judged ({reason}): shown as INVALID here. "
+            f"Score them with a judge: evalb-score --archive {archive.root} (set ADR_EVAL_B_JUDGE_CMD "
+            "or log the client in; see docs/scoring.md)."
         )
-    return check_columns(scores)
+    runs = archive.read("runs", ["run_id", *LATEST_RUN_COLUMNS])
+    frame = fresh.select(columns("scores")).join(runs, on="run_id", how="left")
+    return frame, banner
+
+
+def load_report_scores(archive: Archive) -> tuple[pl.DataFrame, str]:
+    """The score frame the report reads, and a banner (empty when every run is judged).
+
+    Runs without a score are scored in memory (nothing is written); an archive with no runs is a
+    clear error."""
+    if not archive.has_rows("runs"):
+        raise UsageError(
+            f"{archive.root} has no runs to report on", hint="record some first with evalb-record"
+        )
+    scores = archive.latest_scores()
+    all_ids = archive.read("runs", ["run_id"])["run_id"].unique().to_list()
+    scored = set(scores["run_id"].to_list())
+    unscored = sorted(i for i in all_ids if i not in scored)
+    banner = ""
+    if unscored:
+        fresh, banner = _score_in_memory(archive, unscored)
+        fresh = fresh.select(scores.columns).cast(dict(scores.schema))  # type: ignore[arg-type]
+        scores = pl.concat([scores, fresh]) if scores.height else fresh
+    if scores.is_empty():
+        raise UsageError(f"{archive.root} has runs but none could be scored", hint="see docs/scoring.md")
+    return check_columns(scores), banner
 
 
 def build_report(
@@ -336,9 +382,9 @@ def build_report(
     if out is not None:
         out = check_out(out)
     arch = archive if isinstance(archive, Archive) else Archive.open(archive)
-    scores = load_report_scores(arch)
+    scores, banner = load_report_scores(arch)
     events = read_events(arch, scores["run_id"].to_list())
-    page = render_report(scores, events, title=title, source=str(arch.root))
+    page = render_report(scores, events, title=title, source=str(arch.root), banner=banner)
     if out is not None:
         try:
             out.write_text(page, encoding="utf-8")
