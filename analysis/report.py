@@ -11,6 +11,7 @@ import datetime as dt
 import html
 import itertools
 import math
+import re
 from pathlib import Path
 
 import plotly.graph_objects as go
@@ -38,6 +39,8 @@ EVENT_COLUMNS = (
     "tool_input",
     "text",
 )
+_HEX = re.compile(r"[0-9a-f]{16,}")
+HASH_COLUMNS = frozenset({"plugin_hash", "a", "b", "checker_hash"})  # shown as 8 chars + title
 TEXT_LIMIT = 1500  # characters of an event's text shown; the archive keeps it all
 PLAN_REPS = [1, 2, 3, 5, 8, 10, 15, 20, 30]
 GRID_COLUMNS = (
@@ -87,16 +90,20 @@ def _fmt(v: object) -> str:
     return html.escape(str(v))
 
 
+def _cell(column: str, v: object, numeric: bool) -> str:
+    if column in HASH_COLUMNS and isinstance(v, str) and _HEX.fullmatch(v):
+        return f'<td title="{html.escape(v)}"><code>{html.escape(v[:8])}</code></td>'
+    return f'<td class="num">{_fmt(v)}</td>' if numeric else f"<td>{_fmt(v)}</td>"
+
+
 def table_html(df: pl.DataFrame, cls: str = "") -> str:
-    """A frame as an escaped HTML table (numbers right-aligned, floats to 3 places)."""
+    """A frame as an escaped HTML table (numbers right-aligned, floats to 3 places; a hash shows 8
+    characters, the whole on hover)."""
     numeric = {c for c, t in df.schema.items() if t.is_numeric()}
     head = "".join(f"<th>{html.escape(c)}</th>" for c in df.columns)
     body = []
     for row in df.iter_rows():
-        cells = "".join(
-            f'<td class="num">{_fmt(v)}</td>' if c in numeric else f"<td>{_fmt(v)}</td>"
-            for c, v in zip(df.columns, row, strict=True)
-        )
+        cells = "".join(_cell(c, v, c in numeric) for c, v in zip(df.columns, row, strict=True))
         body.append(f"<tr>{cells}</tr>")
     return (
         f'<div class="scroll"><table class="{cls}"><thead><tr>{head}</tr></thead>'
