@@ -277,6 +277,14 @@ def render_report(
     parts += [
         "<h2 id='costs'>Cost and time</h2>",
         table_html(cell_costs(scores)),
+        *(
+            [
+                "<p class='note'>Scripted models (<code>scripted:*</code>) run the bundled loopback model: "
+                "they are never paid for and cost $0 here (n/a (scripted)), whatever the client reported.</p>"
+            ]
+            if scores["model_alias"].str.starts_with("scripted:").any()
+            else []
+        ),
         "<p class='note'>What 10 valid reps per cell would cost, priced from this archive (invalid share "
         "bought back):</p>",
         table_html(plan_cost(scores, 10).filter(pl.col("variant") == "TOTAL")),
@@ -345,7 +353,13 @@ def _score_in_memory(archive: Archive, run_ids: list[str]) -> tuple[pl.DataFrame
         fresh = score_runs(archive, run_ids, write=False).scores
     except ConfigurationError as e:
         fresh = score_runs(archive, run_ids, judge=_NotJudged(), write=False).scores
-        n = int(fresh["reasons"].cast(pl.String).str.contains("the judge gave no verdict").sum())
+        fresh = fresh.with_columns(
+            reasons=pl.col("reasons").str.replace(
+                r"(the judge gave no verdict on the final message \(seq \d+\)): [^;]*",
+                "${1}: not judged (no judge could run)",
+            )
+        )
+        n = int(fresh["reasons"].str.contains("not judged").sum())
         reason = " ".join(str(e).split())[:160]
         banner = (
             f"{n} W run{'' if n == 1 else 's'} not judged ({reason}): shown as INVALID here. "

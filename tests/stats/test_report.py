@@ -163,13 +163,6 @@ class TestRefusals:
     never a traceback; refusals come before anything is written."""
 
     @staticmethod
-    def _unscored(root: Path) -> Path:
-        from tests.checker.helpers import Runs, hooked
-
-        Runs(root).add("r", hooked().text("Done.").result("Done.").lines, "R1")
-        return root
-
-    @staticmethod
     def _empty(root: Path) -> Path:
         from evalb.archive import Archive
 
@@ -238,7 +231,9 @@ class TestJustImported:
         from tests.conftest import GOLDEN
 
         root = tmp_path / "a"
-        run = import_transcript(GOLDEN / "no-plugin.jsonl", Archive.create_or_open(root), scenario="R1", model="haiku")
+        run = import_transcript(
+            GOLDEN / "no-plugin.jsonl", Archive.create_or_open(root), scenario="R1", model="haiku"
+        )
         assert run is not None
         before = _tree_bytes(root)
         out = tmp_path / "r.html"
@@ -259,6 +254,21 @@ class TestJustImported:
         before = _tree_bytes(root)
         monkeypatch.setenv("ADR_EVAL_B_JUDGE_CMD", "false")
         page = build_report(Archive.open(root), tmp_path / "r.html")
-        assert "id='banner'" in page and "evalb-score --archive" in page and "not judged" in page
+        assert "id='banner'" in page and "evalb-score --archive" in page and "1 W run not judged" in page
+        assert "not judged (no judge could run)" in page  # the run's own line says so too
         assert '<details id="run-' in page
         assert _tree_bytes(root) == before
+
+
+def test_a_long_hash_shows_eight_characters_and_the_whole_on_hover() -> None:
+    """A 64-character plugin hash would push every table sideways: 8 characters, full in the title;
+    a model name in a comparison column is never cut."""
+    import polars as pl
+
+    from analysis.report import table_html
+
+    h = "ab12cd34" + "e" * 56
+    page = table_html(pl.DataFrame({"plugin_hash": [h], "a": ["claude-sonnet-4-5-20250929"], "n": [3]}))
+    assert f'title="{h}"' in page and "<code>ab12cd34</code>" in page
+    assert page.count(h) == 1  # only in the title
+    assert "claude-sonnet-4-5-20250929</td>" in page
