@@ -324,11 +324,11 @@ def check_out(out: Path | str) -> Path:
     out = Path(out)
     if out.is_dir():
         raise UsageError(
-            f"--out {out} is a folder", hint=f"pass a file name, e.g. --out {out / 'report.html'}"
+            f"--out {out} is a directory", hint=f"give a file name, e.g. --out {out / 'report.html'}"
         )
     if not out.parent.is_dir():
         raise UsageError(
-            f"--out {out}: the folder {out.parent} does not exist",
+            f"--out {out}: the directory {out.parent} does not exist",
             hint="create it first or pick another path",
         )
     return out

@@ -185,7 +185,7 @@ class TestRefusals:
             ("empty", "has no runs to report on"),
             ("missing", "no such folder"),
             ("out-missing-folder", "does not exist"),
-            ("out-is-folder", "is a folder"),
+            ("out-is-folder", "is a directory"),
         ],
     )
     def test_refused_with_one_line(self, case, match, small_archive, tmp_path) -> None:
