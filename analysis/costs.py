@@ -13,10 +13,22 @@ import polars as pl
 from analysis.frames import CELL_KEYS
 
 
+def unpaid(scores: pl.DataFrame) -> pl.DataFrame:
+    """`scores` with scripted models priced at $0: the bundled loopback model is never paid for,
+    whatever price the client reports for it."""
+    return scores.with_columns(
+        cost_usd=pl.when(pl.col("model_alias").str.starts_with("scripted:"))
+        .then(pl.lit(0.0))
+        .otherwise(pl.col("cost_usd"))
+    )
+
+
 def cell_costs(scores: pl.DataFrame) -> pl.DataFrame:
-    """Per cell: runs, invalid share, USD (total, mean per run), duration (mean, p90, s) and mean tokens."""
+    """Per cell: runs, invalid share, USD (total, mean per run; scripted models $0), duration (mean,
+    p90, s) and mean tokens."""
     return (
-        scores.group_by(list(CELL_KEYS))
+        unpaid(scores)
+        .group_by(list(CELL_KEYS))
         .agg(
             pl.len().alias("n_runs"),
             (~pl.col("valid").fill_null(False)).mean().alias("invalid_share"),
@@ -34,7 +46,8 @@ def cell_costs(scores: pl.DataFrame) -> pl.DataFrame:
 def model_costs(scores: pl.DataFrame) -> pl.DataFrame:
     """Per model: mean USD and seconds per run over all its runs (used where a cell has no runs yet)."""
     return (
-        scores.group_by("model_alias")
+        unpaid(scores)
+        .group_by("model_alias")
         .agg(
             pl.col("cost_usd").mean().alias("usd_per_run"),
             (pl.col("duration_ms").mean() / 1000).alias("seconds_mean"),

@@ -133,10 +133,11 @@ def degradation_lines(table: pl.DataFrame) -> list[str]:
         "degradation checks (axis (b) of each expect_b: fail variant vs its base, same model and plugin; "
         f"confirmed = base passes (b) more often, one-sided Fisher exact p <= {ALPHA}):"
     ]
+    mw = max(22, *(len(str(m)) for m in table["model_alias"].to_list()))
     for r in table.iter_rows(named=True):
         p = "" if r["p_value"] is None else f"  p = {r['p_value']:.3f}"
         out.append(
-            f"  {r['model_alias']:<22} {str(r['plugin_hash'])[:8]:<8} "
+            f"  {r['model_alias']:<{mw}} {str(r['plugin_hash'])[:8]:<8} "
             f"{r['base']} B-pass {r['base_b_pass']}/{r['base_n']} vs {r['variant']} B-fail "
             f"{r['var_b_fail']}/{r['var_n']}{p}  -> {status_label(r)} ({r['detail']})"
         )

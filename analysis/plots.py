@@ -68,7 +68,13 @@ def cell_rates_figure(cells: pl.DataFrame, axis: str = "passed", title: str | No
         )
     fig.update_layout(
         title=title or f"{_AXIS_TITLE[axis]} per cell, with 95% intervals",
-        xaxis={"tickvals": list(pos.values()), "ticktext": variants, "title": "variant"},
+        # a fixed range: the first variant keeps its tick even when no arm has a point there
+        xaxis={
+            "tickvals": list(pos.values()),
+            "ticktext": variants,
+            "title": "variant",
+            "range": [-0.5, max(0, len(variants) - 1) + 0.5],
+        },
         yaxis={"range": [-0.03, 1.03], "title": _AXIS_TITLE[axis]},
         **_LAYOUT,
     )
@@ -180,18 +186,30 @@ def paired_figure(result: PairedResult, context: str = "") -> go.Figure:
     """Per-scenario rate of arm A (x) against arm B (y); points above the diagonal favour B."""
     pp = result.per_pair
     label = pp["variant"] if "model_alias" not in pp.columns else pp["variant"] + " · " + pp["model_alias"]
+    # Pass rates are coarse, so scenarios often share a point: one marker and one label per point.
+    points = (
+        pp.select("rate_a", "rate_b")
+        .with_columns(label=label)
+        .group_by("rate_a", "rate_b", maintain_order=True)
+        .agg(pl.col("label").sort())
+    )
+    texts = [", ".join(ls) for ls in points["label"].to_list()]
     fig = go.Figure(
         [
             go.Scatter(
                 x=[0, 1], y=[0, 1], mode="lines", line={"dash": "dot", "color": "#999"}, showlegend=False
             ),
             go.Scatter(
-                x=pp["rate_a"],
-                y=pp["rate_b"],
+                x=points["rate_a"],
+                y=points["rate_b"],
                 mode="markers+text",
-                text=label,
-                textposition="top center",
-                marker={"size": 10},
+                text=texts,
+                # alternate above and below so labels of neighbouring points do not collide
+                textposition=["top center" if i % 2 == 0 else "bottom center" for i in range(len(texts))],
+                textfont={"size": 10},
+                hovertext=texts,
+                hoverinfo="text+x+y",
+                marker={"size": [8 + 3 * len(ls) for ls in points["label"].to_list()]},
                 showlegend=False,
             ),
         ]
@@ -224,7 +242,12 @@ def power_curve_figure(curve: pl.DataFrame, target: float = 0.8, title: str | No
     fig.add_hline(y=target, line={"dash": "dash", "color": "#666"}, annotation_text=f"power {target:.0%}")
     fig.update_layout(
         title=title or "Power of the paired comparison vs reps per cell",
-        xaxis={"title": "reps per cell (K)", "type": "log"},
+        xaxis={
+            "title": "reps per cell (K)",
+            "type": "log",
+            "tickvals": (ks := sorted(set(curve["reps"].to_list()))),
+            "ticktext": [str(k) for k in ks],
+        },
         yaxis={"range": [0, 1.02], "title": "power"},
         **_LAYOUT,
     )

@@ -11,6 +11,7 @@ import datetime as dt
 import html
 import itertools
 import math
+import re
 from pathlib import Path
 
 import plotly.graph_objects as go
@@ -23,8 +24,9 @@ from analysis.frames import check_columns
 from analysis.paired import PairedResult, compare, compare_table
 from analysis.power import components_from_pilot, plan_table, power_curve
 from analysis.stats import cell_table, grid_table
-from evalb.archive import Archive
-from evalb.errors import UsageError
+from evalb.archive import LATEST_RUN_COLUMNS, Archive
+from evalb.errors import ConfigurationError, UsageError
+from evalb.schema import columns
 
 EVENT_COLUMNS = (
     "run_id",
@@ -37,6 +39,8 @@ EVENT_COLUMNS = (
     "tool_input",
     "text",
 )
+_HEX = re.compile(r"[0-9a-f]{16,}")
+HASH_COLUMNS = frozenset({"plugin_hash", "a", "b", "checker_hash"})  # shown as 8 chars + title
 TEXT_LIMIT = 1500  # characters of an event's text shown; the archive keeps it all
 PLAN_REPS = [1, 2, 3, 5, 8, 10, 15, 20, 30]
 GRID_COLUMNS = (
@@ -64,6 +68,7 @@ tr.ev-a td{background:#fff3c4}tr.ev-b td{background:#d6ecff}tr.ev-a.ev-b td{back
 details{margin:.3rem 0;border:1px solid #eee;padding:.3rem .6rem}details[open]{background:#fcfcfc}
 pre{white-space:pre-wrap;margin:0;font-size:.8rem;max-height:20rem;overflow:auto}
 .scroll{overflow-x:auto}.figrow{display:flex;flex-wrap:wrap;gap:1rem}
+.banner{background:#fff3c4;border:1px solid #e0c060;padding:.5rem .8rem}
 .legend span{padding:.1rem .5rem;margin-right:.5rem}
 """
 
@@ -85,16 +90,20 @@ def _fmt(v: object) -> str:
     return html.escape(str(v))
 
 
+def _cell(column: str, v: object, numeric: bool) -> str:
+    if column in HASH_COLUMNS and isinstance(v, str) and _HEX.fullmatch(v):
+        return f'<td title="{html.escape(v)}"><code>{html.escape(v[:8])}</code></td>'
+    return f'<td class="num">{_fmt(v)}</td>' if numeric else f"<td>{_fmt(v)}</td>"
+
+
 def table_html(df: pl.DataFrame, cls: str = "") -> str:
-    """A frame as an escaped HTML table (numbers right-aligned, floats to 3 places)."""
+    """A frame as an escaped HTML table (numbers right-aligned, floats to 3 places; a hash shows 8
+    characters, the whole on hover)."""
     numeric = {c for c, t in df.schema.items() if t.is_numeric()}
     head = "".join(f"<th>{html.escape(c)}</th>" for c in df.columns)
     body = []
     for row in df.iter_rows():
-        cells = "".join(
-            f'<td class="num">{_fmt(v)}</td>' if c in numeric else f"<td>{_fmt(v)}</td>"
-            for c, v in zip(df.columns, row, strict=True)
-        )
+        cells = "".join(_cell(c, v, c in numeric) for c, v in zip(df.columns, row, strict=True))
         body.append(f"<tr>{cells}</tr>")
     return (
         f'<div class="scroll"><table class="{cls}"><thead><tr>{head}</tr></thead>'
@@ -191,7 +200,11 @@ def _degradation_section(scores: pl.DataFrame) -> list[str]:
 
 
 def render_report(
-    scores: pl.DataFrame, events: pl.DataFrame, title: str = "evalb report", source: str = ""
+    scores: pl.DataFrame,
+    events: pl.DataFrame,
+    title: str = "evalb report",
+    source: str = "",
+    banner: str = "",
 ) -> str:
     """The whole report as one HTML string, from a score frame (frames.COLUMNS + derived) and its events."""
 
@@ -205,6 +218,7 @@ def render_report(
     comparisons = _comparisons(scores)
     parts = [
         f"<h1>{html.escape(title)}</h1>",
+        f"<p class='banner' id='banner'>{html.escape(banner)}</p>" if banner else "",
         f"<p class='note'>Archive: <code>{html.escape(source)}</code> · generated "
         f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC · {scores.height} scored runs "
         f"({int((~scores['valid']).sum())} INVALID, excluded from every rate) · "
@@ -263,6 +277,14 @@ def render_report(
     parts += [
         "<h2 id='costs'>Cost and time</h2>",
         table_html(cell_costs(scores)),
+        *(
+            [
+                "<p class='note'>Scripted models (<code>scripted:*</code>) run the bundled loopback model: "
+                "they are never paid for and cost $0 here (n/a (scripted)), whatever the client reported.</p>"
+            ]
+            if scores["model_alias"].str.starts_with("scripted:").any()
+            else []
+        ),
         "<p class='note'>What 10 valid reps per cell would cost, priced from this archive (invalid share "
         "bought back):</p>",
         table_html(plan_cost(scores, 10).filter(pl.col("variant") == "TOTAL")),
@@ -302,29 +324,74 @@ def check_out(out: Path | str) -> Path:
     out = Path(out)
     if out.is_dir():
         raise UsageError(
-            f"--out {out} is a folder", hint=f"pass a file name, e.g. --out {out / 'report.html'}"
+            f"--out {out} is a directory", hint=f"give a file name, e.g. --out {out / 'report.html'}"
         )
     if not out.parent.is_dir():
         raise UsageError(
-            f"--out {out}: the folder {out.parent} does not exist",
+            f"--out {out}: the directory {out.parent} does not exist",
             hint="create it first or pick another path",
         )
     return out
 
 
-def load_report_scores(archive: Archive) -> pl.DataFrame:
-    """The score frame the report reads; a clear error when the archive has nothing to report."""
-    scores = archive.latest_scores()
-    if scores.is_empty():
-        if not archive.has_rows("runs"):
-            raise UsageError(
-                f"{archive.root} has no runs to report on", hint="record some first with evalb-record"
+class _NotJudged:
+    """A stand-in judge that answers nothing: its W runs come out unjudged (INVALID, not judged)."""
+
+    name = "not judged"
+
+    def ask(self, prompt: str) -> str:
+        return "not judged"
+
+
+def _score_in_memory(archive: Archive, run_ids: list[str]) -> tuple[pl.DataFrame, str]:
+    """Score `run_ids` without writing anything, each with the judge it expects; when a judge cannot
+    run, its W runs are left unjudged and the second value is a banner saying how to score them."""
+    from analysis.checker import score_runs
+
+    banner = ""
+    try:
+        fresh = score_runs(archive, run_ids, write=False).scores
+    except ConfigurationError as e:
+        fresh = score_runs(archive, run_ids, judge=_NotJudged(), write=False).scores
+        fresh = fresh.with_columns(
+            reasons=pl.col("reasons").str.replace(
+                r"(the judge gave no verdict on the final message \(seq \d+\)): [^;]*",
+                "${1}: not judged (no judge could run)",
             )
-        raise UsageError(
-            f"{archive.root} has runs but no scores",
-            hint=f"score them first: evalb-score --archive {archive.root}",
         )
-    return check_columns(scores)
+        n = int(fresh["reasons"].str.contains("not judged").sum())
+        reason = " ".join(str(e).split())[:160]
+        banner = (
+            f"{n} W run{'' if n == 1 else 's'} not judged ({reason}): shown as INVALID here. "
+            f"Score them with a judge: evalb-score --archive {archive.root} (set ADR_EVAL_B_JUDGE_CMD "
+            "or log the client in; see docs/scoring.md)."
+        )
+    runs = archive.read("runs", ["run_id", *LATEST_RUN_COLUMNS])
+    frame = fresh.select(columns("scores")).join(runs, on="run_id", how="left")
+    return frame, banner
+
+
+def load_report_scores(archive: Archive) -> tuple[pl.DataFrame, str]:
+    """The score frame the report reads, and a banner (empty when every run is judged).
+
+    Runs without a score are scored in memory (nothing is written); an archive with no runs is a
+    clear error."""
+    if not archive.has_rows("runs"):
+        raise UsageError(
+            f"{archive.root} has no runs to report on", hint="record some first with evalb-record"
+        )
+    scores = archive.latest_scores()
+    all_ids = archive.read("runs", ["run_id"])["run_id"].unique().to_list()
+    scored = set(scores["run_id"].to_list())
+    unscored = sorted(i for i in all_ids if i not in scored)
+    banner = ""
+    if unscored:
+        fresh, banner = _score_in_memory(archive, unscored)
+        fresh = fresh.select(scores.columns).cast(dict(scores.schema))  # type: ignore[arg-type]
+        scores = pl.concat([scores, fresh]) if scores.height else fresh
+    if scores.is_empty():
+        raise UsageError(f"{archive.root} has runs but none could be scored", hint="see docs/scoring.md")
+    return check_columns(scores), banner
 
 
 def build_report(
@@ -336,9 +403,9 @@ def build_report(
     if out is not None:
         out = check_out(out)
     arch = archive if isinstance(archive, Archive) else Archive.open(archive)
-    scores = load_report_scores(arch)
+    scores, banner = load_report_scores(arch)
     events = read_events(arch, scores["run_id"].to_list())
-    page = render_report(scores, events, title=title, source=str(arch.root))
+    page = render_report(scores, events, title=title, source=str(arch.root), banner=banner)
     if out is not None:
         try:
             out.write_text(page, encoding="utf-8")

@@ -20,6 +20,10 @@ def _interval(lo: float | None, hi: float | None) -> str:
     return "[   -,    -]" if lo is None or hi is None else f"[{100 * lo:3.0f}%, {100 * hi:3.0f}%]"
 
 
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def cell_counts(scores: pl.DataFrame) -> pl.DataFrame:
     """Per cell (variant × model × plugin, `CELL_KEYS`): runs, valid runs, passes, A and B passes,
     invalid runs. A score frame without plugin_hash counts as one plugin, "(none)"."""
@@ -48,15 +52,17 @@ def summary_text(archive: Archive | Path | str, conf: float = 0.95) -> str:
     if scores.is_empty():
         return "no scored runs (run evalb-score first)\n"
     cells = cell_table(scores, conf=conf)
+    vw = max(11, *(len(str(v)) for v in cells["variant"].to_list()))
+    mw = max(22, *(len(str(m)) for m in cells["model_alias"].to_list()))
     pk = "".join(f" {'pass^' + str(k):>6}" for k in PASS_K)
     head = (
-        f"{'variant':<11} {'model':<22} {'plugin':<8} {'valid':>5} {'inv':>3}  {'pass':>10} {'95% CI':>12}"
+        f"{'variant':<{vw}} {'model':<{mw}} {'plugin':<8} {'valid':>5} {'inv':>3}  {'pass':>10} {'95% CI':>12}"
         f"{pk}  {'A':>4} {'B':>4}  class"
     )
     lines = [head, "-" * len(head)]
     for c in cells.iter_rows(named=True):
         lines.append(
-            f"{c['variant']:<11} {c['model_alias']:<22} {str(c['plugin_hash'])[:8]:<8} {c['n_valid']:>5} "
+            f"{c['variant']:<{vw}} {c['model_alias']:<{mw}} {str(c['plugin_hash'])[:8]:<8} {c['n_valid']:>5} "
             f"{c['n_invalid']:>3}  {c['passes']:>3}/{c['n_valid']:<2} {_pct(c['rate'])} {_interval(c['lo'], c['hi'])}"
             + "".join(f"   {_pct(c[f'pass^{k}'])}" for k in PASS_K)
             + f"  {_pct(c['a_rate'])} {_pct(c['b_rate'])}  {c['klass']}"
@@ -70,8 +76,8 @@ def summary_text(archive: Archive | Path | str, conf: float = 0.95) -> str:
         if se is None:  # fewer than 2 scenarios with valid reps: no interval can be claimed
             g = {**g, "lo": None, "hi": None}
         lines.append(
-            f"  {g['model_alias']:<22} {str(g['plugin_hash'])[:8]:<8} {_pct(g['mean'])}  SE {se_txt}  "
-            f"{int(conf * 100)}% CI {_interval(g['lo'], g['hi'])}  over {g['n_scenarios']} scenarios, "
+            f"  {g['model_alias']:<{mw}} {str(g['plugin_hash'])[:8]:<8} {_pct(g['mean'])}  SE {se_txt}  "
+            f"{int(conf * 100)}% CI {_interval(g['lo'], g['hi'])}  over {_plural(g['n_scenarios'], 'scenario')}, "
             f"{g['reps_mean'] or 0:.1f} valid reps each"
         )
     degr = degradation_lines(degradation_table(scores))
@@ -84,6 +90,6 @@ def summary_text(archive: Archive | Path | str, conf: float = 0.95) -> str:
     invalid = scores.filter(~pl.col("valid").fill_null(False))
     if invalid.height:
         lines.append(
-            f"\n{invalid.height} invalid runs excluded from every rate (see evalb-score for reasons)"
+            f"\n{_plural(invalid.height, 'invalid run')} excluded from every rate (see evalb-score for reasons)"
         )
     return "\n".join(lines) + "\n"

@@ -8,7 +8,6 @@ from typing import Annotated
 import typer
 
 from cli.app import new_app
-from evalb.errors import UsageError
 from evalb.paths import DEFAULT_ARCHIVE
 
 
@@ -22,10 +21,6 @@ def report(
     """Write the report for ARCHIVE to OUT (one self-contained file; opens offline)."""
     from analysis.report import build_report
 
-    if out.is_dir():
-        raise UsageError(f"--out {out} is a directory", hint="give a file name, e.g. --out report.html")
-    if not out.parent.is_dir():
-        raise UsageError(f"--out {out}: the directory {out.parent} does not exist", hint="create it first")
     build_report(archive, out, title=title)
     typer.echo(str(out))
 

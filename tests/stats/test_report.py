@@ -163,13 +163,6 @@ class TestRefusals:
     never a traceback; refusals come before anything is written."""
 
     @staticmethod
-    def _unscored(root: Path) -> Path:
-        from tests.checker.helpers import Runs, hooked
-
-        Runs(root).add("r", hooked().text("Done.").result("Done.").lines, "R1")
-        return root
-
-    @staticmethod
     def _empty(root: Path) -> Path:
         from evalb.archive import Archive
 
@@ -189,20 +182,17 @@ class TestRefusals:
     @pytest.mark.parametrize(
         ("case", "match"),
         [
-            ("unscored", "has runs but no scores"),
             ("empty", "has no runs to report on"),
             ("missing", "no such folder"),
             ("out-missing-folder", "does not exist"),
-            ("out-is-folder", "is a folder"),
+            ("out-is-folder", "is a directory"),
         ],
     )
     def test_refused_with_one_line(self, case, match, small_archive, tmp_path) -> None:
         from evalb.errors import EvalbError
 
         archive, out = small_archive, tmp_path / "report.html"
-        if case == "unscored":
-            archive = self._unscored(tmp_path / "a")
-        elif case == "empty":
+        if case == "empty":
             archive = self._empty(tmp_path / "a")
         elif case == "missing":
             archive = tmp_path / "typo"
@@ -225,3 +215,60 @@ class TestRefusals:
         out = tmp_path / "r.html"
         build_report(root, out)
         assert out.stat().st_size > 0 and '<details id="run-' in out.read_text()
+
+
+def _tree_bytes(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+class TestJustImported:
+    """`evalb report` on an archive with runs and no scores renders, scoring in memory: the archive
+    is byte-identical afterwards (no scores, no judgements written)."""
+
+    def test_imported_transcript_renders(self, tmp_path) -> None:
+        from evalb.archive import Archive
+        from runner.importer import import_transcript
+        from tests.conftest import GOLDEN
+
+        root = tmp_path / "a"
+        run = import_transcript(
+            GOLDEN / "no-plugin.jsonl", Archive.create_or_open(root), scenario="R1", model="haiku"
+        )
+        assert run is not None
+        before = _tree_bytes(root)
+        out = tmp_path / "r.html"
+        res = TestRefusals._cli(root, out)
+        assert res.returncode == 0, res.stderr
+        assert "Traceback" not in res.stderr
+        page = out.read_text()
+        assert f'<details id="run-{run.run_id}"' in page
+        assert _tree_bytes(root) == before
+
+    def test_unjudged_w_runs_get_a_banner(self, tmp_path, monkeypatch) -> None:
+        """A W run whose judge cannot run is shown not judged, with a banner naming evalb-score."""
+        from evalb.archive import Archive
+        from tests.checker.helpers import Runs, hooked
+
+        root = tmp_path / "a"
+        Runs(root).add("w", hooked().text("Done.").result("Done.").lines, "W1")
+        before = _tree_bytes(root)
+        monkeypatch.setenv("ADR_EVAL_B_JUDGE_CMD", "false")
+        page = build_report(Archive.open(root), tmp_path / "r.html")
+        assert "id='banner'" in page and "evalb-score --archive" in page and "1 W run not judged" in page
+        assert "not judged (no judge could run)" in page  # the run's own line says so too
+        assert '<details id="run-' in page
+        assert _tree_bytes(root) == before
+
+
+def test_a_long_hash_shows_eight_characters_and_the_whole_on_hover() -> None:
+    """A 64-character plugin hash would push every table sideways: 8 characters, full in the title;
+    a model name in a comparison column is never cut."""
+    import polars as pl
+
+    from analysis.report import table_html
+
+    h = "ab12cd34" + "e" * 56
+    page = table_html(pl.DataFrame({"plugin_hash": [h], "a": ["claude-sonnet-4-5-20250929"], "n": [3]}))
+    assert f'title="{h}"' in page and "<code>ab12cd34</code>" in page
+    assert page.count(h) == 1  # only in the title
+    assert "claude-sonnet-4-5-20250929</td>" in page

@@ -269,3 +269,59 @@ class TestPlanningNeverOverClaims:
         ok = Components(omega2=0.0, sigma2_a=0.2, sigma2_b=0.2, n_scenarios=7)
         assert mde(10, ok) == pytest.approx(mde_uncapped(10, ok)) and mde(10, ok) < 1
         assert describe_mde(mde(10, ok)) == f"{mde(10, ok):.3f}"
+
+
+# --- presentation (issue 12 item 9) -----------------------------------------------------------------
+class TestPresentation:
+    def test_scripted_models_cost_nothing(self):
+        """The scripted loopback model is never paid for: $0 per run and in the plan, whatever the
+        client reported; a paid model keeps its price."""
+        from analysis.costs import cell_costs, plan_cost
+
+        rates = {("R1", "scripted:oracle"): 1.0, ("R1", "haiku"): 0.5}
+        df = check_columns(simulate_scores(rates, reps=4, seed=2, cost_usd={"scripted:oracle": 1.85}))
+        costs = cell_costs(df)
+        by_model = dict(zip(costs["model_alias"], costs["usd_total"], strict=True))
+        assert by_model["scripted:oracle"] == 0.0 and by_model["haiku"] > 0
+        scripted_only = df.filter(pl.col("model_alias") == "scripted:oracle")
+        plan = plan_cost(scripted_only, 10)
+        assert plan.filter(pl.col("variant") == "TOTAL")["usd"].item() == 0.0
+
+    def test_first_variant_tick_stays_when_leftmost_arm_has_no_point(self):
+        """The x range is fixed to the variants, so the first tick shows even when only a later arm
+        has a point there."""
+        from analysis.plots import cell_rates_figure
+
+        rates = {("R1", "haiku"): 0.5, ("R2", "haiku"): 0.5, ("R1", "sonnet"): 0.5, ("R2", "sonnet"): 0.5}
+        df = check_columns(simulate_scores(rates, reps=3, seed=3))
+        df = df.with_columns(
+            valid=pl.when((pl.col("model_alias") == "haiku") & (pl.col("variant") == "R1"))
+            .then(False)
+            .otherwise(pl.col("valid"))
+        )
+        fig = cell_rates_figure(cell_table(df))
+        lo, hi = fig.layout.xaxis.range
+        assert lo < min(fig.layout.xaxis.tickvals) and hi > max(fig.layout.xaxis.tickvals)
+        xs = [x for tr in fig.data for x in tr.x]
+        assert min(xs) > 0  # the leftmost arm has no point at the first variant: autorange would cut tick 0
+
+    def test_power_axis_has_clean_ticks(self):
+        """The log axis is labelled with the planned rep counts, not plotly's minor 2 3 … 9 ticks."""
+        from analysis.plots import power_curve_figure
+        from analysis.power import Components, power_curve
+
+        comp = Components(omega2=0.01, sigma2_a=0.2, sigma2_b=0.2, n_scenarios=7)
+        fig = power_curve_figure(power_curve(comp, [0.2], [1, 2, 3, 5, 10, 20]))
+        assert list(fig.layout.xaxis.tickvals) == [1, 2, 3, 5, 10, 20]
+        assert list(fig.layout.xaxis.ticktext) == ["1", "2", "3", "5", "10", "20"]
+
+    def test_paired_points_sharing_a_spot_share_one_label(self):
+        """Scenarios with the same pair of rates get one marker and one joined label, not stacked text."""
+        from analysis.paired import compare
+        from analysis.plots import paired_figure
+
+        rates = {(v, m): 1.0 for v in ("R1", "R2", "R3") for m in ("haiku", "sonnet")}
+        df = check_columns(simulate_scores(rates, reps=3, seed=4, axis_a_rates=dict.fromkeys(rates, 1.0)))
+        fig = paired_figure(compare(df, "haiku", "sonnet", by="model_alias"))
+        points = fig.data[1]
+        assert len(points.x) == 1 and all(v in points.text[0] for v in ("R1", "R2", "R3"))

@@ -39,7 +39,7 @@ def _all_invalid(tmp_path: Path) -> Path:
 def test_summary_says_no_data_instead_of_inventing_rates(tmp_path: Path) -> None:
     text = summary_text(_all_invalid(tmp_path))
     assert "0/0     - [   -,    -]" in text and "no-data" in text
-    assert "1 invalid runs excluded from every rate" in text
+    assert "1 invalid run excluded from every rate" in text
 
 
 def test_report_builds_with_no_valid_run(tmp_path: Path) -> None:
@@ -139,3 +139,24 @@ def test_one_cell_definition(tmp_path: Path) -> None:
     joined = counts.join(cells, on=["variant", "model_alias", "plugin_hash"])
     assert joined.height == cells.height
     assert (joined["valid"] == joined["n_valid"]).all() and (joined["passed"] == joined["passes"]).all()
+
+
+def test_summary_aligns_long_model_names_and_speaks_in_singular(tmp_path: Path) -> None:
+    """A model name longer than the default column keeps every column aligned; one scenario is
+    "over 1 scenario", several invalid runs are "N invalid runs"."""
+    long = "claude-sonnet-4-5-20250929-with-a-long-alias"
+    rates = {("R1", long): 0.5, ("R1", "haiku"): 0.5, ("R4-nograph", "haiku"): 0.0}
+    root = tmp_path / "a"
+    write_archive(root, simulate_scores(rates, reps=6, seed=1, invalid_rate=0.3))
+    text = summary_text(root)
+    lines = text.splitlines()
+    cell_lines = [ln for ln in lines if ln.startswith(("R1 ", "R4-nograph "))]
+    assert len(cell_lines) == 3
+    head = lines[0]
+    assert len({ln.index("sim0") for ln in cell_lines}) == 1
+    assert head.index("plugin") == cell_lines[0].index("sim0")
+    grid_lines = [ln for ln in lines if ln.startswith("  ") and "over " in ln]
+    assert len({ln.index("sim0") for ln in grid_lines}) == 1
+    assert len(grid_lines) == 2 and all("over 1 scenario," in ln for ln in grid_lines)
+    n_invalid = int((~load_scores(root)["valid"]).sum())
+    assert n_invalid > 1 and f"\n{n_invalid} invalid runs excluded" in text
