@@ -121,7 +121,6 @@ if TYPE_CHECKING:
     from evalb.journal import InflightRun
 
 
-
 def last_attempts(df: pl.DataFrame) -> pl.DataFrame:
     """The rows of `df` (with slot and attempt columns) that count: the last attempt of each grid
     slot (highest attempt, then latest started_at). A rep retried at once (client_error or timeout
@@ -370,7 +369,9 @@ class Archive:
     def with_attempts(self, df: pl.DataFrame) -> pl.DataFrame:
         """`df` (one row per run, with run_id) with each run's slot and attempt joined from runs."""
         runs = self.read("runs", ["run_id", "slot", "attempt"])
-        return df.drop([c for c in ("slot", "attempt") if c in df.columns]).join(runs, on="run_id", how="left")
+        return df.drop([c for c in ("slot", "attempt") if c in df.columns]).join(
+            runs, on="run_id", how="left"
+        )
 
     # --- committing ---------------------------------------------------------------------------
     def commit_run(self, run: RunRecord, events: list[EventRecord], artifacts: list[ArtifactRecord]) -> None:

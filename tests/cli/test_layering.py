@@ -119,7 +119,12 @@ def test_the_print_check_sees_console_output(tmp_path: Path) -> None:
     f.write_text(
         "import sys\nfrom sys import stderr\ndef f(s=sys.stderr):\n    print('x')\n    sys.stdout.write('y')\n"
     )
-    assert [w for _, w in console_output(f)] == ["from sys import stderr", "sys.stderr", "print(", "sys.stdout"]
+    assert [w for _, w in console_output(f)] == [
+        "from sys import stderr",
+        "sys.stderr",
+        "print(",
+        "sys.stdout",
+    ]
 
 
 def test_a_library_warning_reaches_stderr_as_one_line() -> None:
