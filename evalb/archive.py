@@ -123,16 +123,13 @@ if TYPE_CHECKING:
 
 def last_attempts(df: pl.DataFrame) -> pl.DataFrame:
     """The rows of `df` (with slot and attempt columns) that count: the last attempt of each grid
-    slot (highest attempt, then latest started_at). A rep retried at once (client_error or timeout
-    before the model spoke) leaves attempts 1..n in the archive; only attempt n is the slot's run.
-    Rows without a slot (null) are all kept. The row order of `df` is kept."""
+    slot. A rep retried at once (client_error or timeout before the model spoke) leaves attempts
+    1..n in the archive; only attempt n is the slot's run. Rows sharing a slot's highest attempt
+    (fabricated runs reuse a slot name) and rows without a slot are all kept; so is the order."""
     if df.is_empty():
         return df
-    order = [c for c in ("attempt", "started_at") if c in df.columns]
-    indexed = df.with_row_index("_row")
-    ranked = indexed.sort([*order, "_row"])
-    keep = ranked.filter(pl.col("slot").is_null() | pl.col("slot").is_last_distinct())["_row"]
-    return indexed.filter(pl.col("_row").is_in(keep.implode())).drop("_row")
+    last = pl.col("attempt").max().over("slot")
+    return df.filter(pl.col("slot").is_null() | (pl.col("attempt") == last))
 
 
 class Archive:

@@ -75,10 +75,11 @@ def test_counts_and_summary_count_one_run_per_slot(retried: Path) -> None:
 def test_last_attempts_keeps_the_highest_attempt_of_each_slot_in_order() -> None:
     df = pl.DataFrame(
         {
-            "slot": ["a", "b", "a", "a", None, None],
-            "attempt": [1, 1, 3, 2, 1, 1],
-            "run_id": ["a1", "b1", "a3", "a2", "x", "y"],
+            "slot": ["a", "b", "a", "a", None, None, "b"],
+            "attempt": [1, 1, 3, 2, 1, 1, 1],
+            "run_id": ["a1", "b1", "a3", "a2", "x", "y", "b1'"],
         }
     )
-    assert last_attempts(df)["run_id"].to_list() == ["b1", "a3", "x", "y"]
+    # a slot's highest attempt wins; ties (fabricated runs share a slot name) and no slot: all kept
+    assert last_attempts(df)["run_id"].to_list() == ["b1", "a3", "x", "y", "b1'"]
     assert last_attempts(df.clear()).height == 0
