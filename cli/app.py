@@ -8,6 +8,7 @@ exit codes (`EXIT_CODES`, documented in docs/cli.md and README), and is said in 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -66,11 +67,36 @@ def new_app(help: str, *, no_args_is_help: bool = True) -> typer.Typer:
     )
 
 
+#: The library packages: they never print; they warn through `logging`, and the CLI prints.
+LIBRARY_LOGGERS: tuple[str, ...] = ("evalb", "runner", "analysis")
+
+
+class WarningLines(logging.Handler):
+    """Prints a library warning as one `warning: …` line on the stderr of the moment (so typer's
+    in-process runner, which swaps sys.stderr, sees it too)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            print(f"warning: {' '.join(record.getMessage().split())}", file=sys.stderr, flush=True)
+        except Exception:  # a warning never ends a command
+            self.handleError(record)
+
+
+def install_warnings() -> None:
+    """Route the library packages' warnings to stderr as `warning: …` lines (once per process)."""
+    for name in LIBRARY_LOGGERS:
+        logger = logging.getLogger(name)
+        logger.setLevel(logging.WARNING)
+        if not any(isinstance(h, WarningLines) for h in logger.handlers):
+            logger.addHandler(WarningLines())
+
+
 def invoke(
     app: typer.Typer, prog_name: str, args: Sequence[str] | None = None, err: TextIO | None = None
 ) -> int:
     """Run `app` with `args` (default: the process's) through the boundary; the exit code."""
     err = err or sys.stderr
+    install_warnings()
     try:
         rv = app(prog_name=prog_name, args=None if args is None else list(args), standalone_mode=False)
     except click_exc.NoArgsIsHelpError as e:

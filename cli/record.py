@@ -275,7 +275,13 @@ def _record(
         except OSError as e:
             raise UsageError(f"cannot write --results {results}: {e.strerror}") from e
     report = grid_mod.run_grid(
-        slots, arch, options, jobs=jobs, after_rep=_scorer(archive, results), breaker=breaker
+        slots,
+        arch,
+        options,
+        jobs=jobs,
+        after_rep=_scorer(archive, results),
+        breaker=breaker,
+        progress_stream=sys.stderr,
     )
     outcomes: dict[str, int] = {}
     for r in report.recorded:

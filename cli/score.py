@@ -70,9 +70,9 @@ def _print_flips(sp: ScorePass, stream: object) -> None:
         print(line, file=stream)  # type: ignore[call-overload]
 
 
-def _print_table(sp: ScorePass) -> None:
-    s = sp.scores
-    print(f"checker {sp.checker_hash}: {s.height} run(s)")
+def _print_table(checker: str, s: pl.DataFrame, counted: pl.DataFrame) -> None:
+    """The runs shown (`s`), then the per-cell counts of the runs that count (one per slot)."""
+    print(f"checker {checker}: {s.height} run(s)")
     for r in s.iter_rows(named=True):
         print(
             f"{r['run_id'][:12]}  {r['variant']:<11} {r['model_alias']:<20} rep {r['rep']:<3} "
@@ -82,7 +82,7 @@ def _print_table(sp: ScorePass) -> None:
 
     print("\nper cell:")  # variant × model × plugin, as in `evalb summary` (frames.CELL_KEYS)
     print(f"{'variant':<11} {'model':<20} {'plugin':<8} {'pass':>9} {'A':>7} {'B':>7} {'invalid':>8}")
-    for c in cell_counts(_with_plugin(s)).iter_rows(named=True):
+    for c in cell_counts(_with_plugin(counted)).iter_rows(named=True):
         v = c["valid"]
         print(
             f"{c['variant']:<11} {c['model_alias']:<20} {c['plugin_hash'][:8]:<8} {c['passed']:>4}/{v:<4} "
@@ -93,7 +93,16 @@ def _print_table(sp: ScorePass) -> None:
 @app.command()
 def score(
     archive: Annotated[Path, typer.Option(help="The archive directory.")] = paths.DEFAULT_ARCHIVE,
-    tsv: Annotated[bool, typer.Option("--tsv", help="Print only the TSV rows (one per run).")] = False,
+    tsv: Annotated[
+        bool, typer.Option("--tsv", help="Print only the TSV rows (one per slot: its last attempt).")
+    ] = False,
+    all_attempts: Annotated[
+        bool,
+        typer.Option(
+            "--all-attempts",
+            help="Print every attempt of a retried rep, not only the last one (which is the one that counts).",
+        ),
+    ] = False,
     scenario: Annotated[str | None, typer.Option(help="Only this variant, e.g. R2 or R4-nograph.")] = None,
     model: Annotated[str | None, typer.Option(help="Only this model alias, e.g. haiku.")] = None,
     rescore: Annotated[
@@ -115,6 +124,9 @@ def score(
     Expected failure: a run of a degradation variant (expect_b: fail, e.g. R4-nograph) with A:PASS, B:FAIL.
 
     Its TSV row still reads FAIL. INVALID runs never count as failures.
+
+    A rep retried at once (client_error or timeout before the model spoke) keeps every attempt in the
+    archive; only the last attempt of each slot is printed and counted (--all-attempts prints all).
     """
     from analysis.checker import score_archive
     from analysis.degradation import (
@@ -123,7 +135,7 @@ def score(
         expected_fail_variants,
         unexpected_failures,
     )
-    from evalb.archive import Archive
+    from evalb.archive import Archive, last_attempts
     from evalb.scenarios import resolve_variant
 
     if not Archive(archive).exists():
@@ -140,21 +152,23 @@ def score(
         )
     for err in sp.judge_errors:
         print(f"warning: judge failed for run {err}", file=sys.stderr)
+    counted = last_attempts(Archive(archive).with_attempts(sp.scores)).drop("slot", "attempt")
+    shown = sp.scores if all_attempts else counted
     if tsv:
-        for row in tsv_rows(sp.scores):
+        for row in tsv_rows(shown):
             print(row)
         _print_flips(sp, sys.stderr)
     else:
-        _print_table(sp)
+        _print_table(sp.checker_hash, shown, counted)
         if sp.flips.height:
             print()
         _print_flips(sp, sys.stdout)
     expected = expected_fail_variants()
     if not tsv and not scenario:  # the checks pair two variants; one --scenario has only one of them
-        lines = degradation_lines(degradation_table(_with_plugin(sp.scores), expected))
+        lines = degradation_lines(degradation_table(_with_plugin(counted), expected))
         if lines:
             print("\n" + "\n".join(lines))
-    raise typer.Exit(1 if unexpected_failures(sp.scores, expected) else 0)
+    raise typer.Exit(1 if unexpected_failures(counted, expected) else 0)
 
 
 def main() -> None:

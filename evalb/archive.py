@@ -121,6 +121,17 @@ if TYPE_CHECKING:
     from evalb.journal import InflightRun
 
 
+def last_attempts(df: pl.DataFrame) -> pl.DataFrame:
+    """The rows of `df` (with slot and attempt columns) that count: the last attempt of each grid
+    slot. A rep retried at once (client_error or timeout before the model spoke) leaves attempts
+    1..n in the archive; only attempt n is the slot's run. Rows sharing a slot's highest attempt
+    (fabricated runs reuse a slot name) and rows without a slot are all kept; so is the order."""
+    if df.is_empty():
+        return df
+    last = pl.col("attempt").max().over("slot")
+    return df.filter(pl.col("slot").is_null() | (pl.col("attempt") == last))
+
+
 class Archive:
     """An evalb archive directory: open or create it (validated once), read its tables, commit runs.
 
@@ -341,13 +352,22 @@ class Archive:
                 con.unregister(f"_empty_{table}")
         return con
 
-    def latest_scores(self) -> pl.DataFrame:
+    def latest_scores(self, all_attempts: bool = False) -> pl.DataFrame:
         """The latest score row of every scored run, joined with its runs columns
-        (LATEST_RUN_COLUMNS); empty (with those columns) when nothing is scored."""
+        (LATEST_RUN_COLUMNS); empty (with those columns) when nothing is scored. Only the last
+        attempt of each grid slot counts (earlier ones were retried); `all_attempts` keeps them."""
         latest = self.read("scores").sort("scored_at").group_by("run_id", maintain_order=True).last()
-        runs = self.read("runs", ["run_id", *LATEST_RUN_COLUMNS])
-        return latest.join(runs, on="run_id", how="left").select(
-            [*to_frame("scores", []).columns, *LATEST_RUN_COLUMNS]
+        runs = self.read("runs", ["run_id", "slot", "attempt", *LATEST_RUN_COLUMNS])
+        joined = latest.join(runs, on="run_id", how="left")
+        if not all_attempts:
+            joined = last_attempts(joined)
+        return joined.select([*to_frame("scores", []).columns, *LATEST_RUN_COLUMNS])
+
+    def with_attempts(self, df: pl.DataFrame) -> pl.DataFrame:
+        """`df` (one row per run, with run_id) with each run's slot and attempt joined from runs."""
+        runs = self.read("runs", ["run_id", "slot", "attempt"])
+        return df.drop([c for c in ("slot", "attempt") if c in df.columns]).join(
+            runs, on="run_id", how="left"
         )
 
     # --- committing ---------------------------------------------------------------------------

@@ -14,8 +14,8 @@ import contextlib
 import datetime as dt
 import fcntl
 import json
+import logging
 import os
-import sys
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,6 +23,8 @@ from pathlib import Path
 from evalb.archive import Archive, _os_error, utcnow
 from evalb.schema import ArtifactRecord, EventRecord, RunRecord
 from evalb.transcript import parse_line, split_lines
+
+log = logging.getLogger(__name__)
 
 
 def sweep_temp_files(archive: Archive) -> list[Path]:
@@ -89,7 +91,7 @@ def recover_one(archive: Archive, meta: Path, detail: str) -> bool:
 
 def quarantine(archive: Archive, path: Path, reason: str) -> Path:
     """Move an in-flight file (and its journal or row) to quarantine/ with a one-line reason
-    file, warning once on stderr. Returns the reason file."""
+    file, warning once (through `logging`; the CLI prints it on stderr). Returns the reason file."""
     archive.quarantine_dir.mkdir(exist_ok=True)
     stem = path.name.split(".", 1)[0] or "unnamed"
     dest = archive.quarantine_dir / stem
@@ -104,7 +106,7 @@ def quarantine(archive: Archive, path: Path, reason: str) -> Path:
     note = dest.with_suffix(".reason")
     note.write_text(f"{', '.join(sorted(moved))}: {reason}\n")
     short = reason if len(reason) <= 160 else reason[:157] + "..."
-    print(f"warning: quarantined inflight/{path.name}: {short} (see {note})", file=sys.stderr)
+    log.warning("quarantined inflight/%s: %s (see %s)", path.name, short, note)
     return note
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import logging
 import os
 import re
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -30,6 +30,8 @@ from runner.environment import credentials_for_real_model
 from runner.record import RecordOptions, check_client, identity, record_rep, slot_key
 from runner.scripted.policies import parse_model
 from runner.scripted.server import ModelServer
+
+log = logging.getLogger(__name__)
 
 #: Outcomes after which a rep is tried again at once (the model never spoke: nothing to score).
 RETRYABLE = {"client_error", "timeout"}
@@ -211,7 +213,7 @@ class Breaker:
 class Progress:
     """done / total, passes once scored, ETA: one updating line on a terminal, plain lines otherwise."""
 
-    def __init__(self, total: int, stream: TextIO = sys.stderr) -> None:
+    def __init__(self, total: int, stream: TextIO) -> None:
         self.total, self.done, self.passes, self.scored = total, 0, 0, 0
         self.stream = stream
         self.tty = stream.isatty()
@@ -272,7 +274,7 @@ def run_grid(
     retries: int = 2,
     backoff: float = 2.0,
     after_rep: Callable[[RunRecord], str | None] | None = None,
-    progress_stream: TextIO | None = sys.stderr,
+    progress_stream: TextIO | None = None,
     stop: threading.Event | None = None,
     breaker: int = BREAKER,
 ) -> GridReport:
@@ -321,7 +323,7 @@ def run_grid(
             reason = f"harness error: {type(e).__name__}: {' '.join(str(e).split())}"[:400]
             with lock:
                 report.failed.append((slot.key, reason))
-            print(f"warning: {slot.variant} {slot.model} rep {slot.rep}: {reason}", file=sys.stderr)
+            log.warning("%s %s rep %s: %s", slot.variant, slot.model, slot.rep, reason)
             return
         if run is None or run.outcome == "interrupted":
             return
@@ -337,7 +339,7 @@ def run_grid(
             try:
                 verdict = after_rep(run)
             except Exception as e:  # scoring is a convenience here: the rep is committed
-                print(f"warning: scoring run {run.run_id} failed: {type(e).__name__}: {e}", file=sys.stderr)
+                log.warning("scoring run %s failed: %s: %s", run.run_id, type(e).__name__, e)
         if progress:
             progress.update(run, verdict)
 

@@ -150,7 +150,8 @@ def record_rep(
         built = sandbox.build_sandbox(variant.id, sandbox_dir, plugin_dir=options.plugin_dir)
         stage = "preparing the client"
         if ctx is not None and server is not None:
-            base_url = server.register(ctx, [Fault(**{**f.__dict__, "hits": 0}) for f in options.faults])
+            faults = [f for f in options.faults if f.attempts is None or attempt <= f.attempts]
+            base_url = server.register(ctx, [Fault(**{**f.__dict__, "hits": 0}) for f in faults])
         no_net = options.network == "api-only"
         route = proxy_route(base_url, os.environ) if options.credentials == "proxy" or no_net else None
         if no_net and (route is None or not options.confine):

@@ -39,6 +39,7 @@ class Fault:
     retry_after: float | None = None
     stall_seconds: float = 600.0
     at_frame: int | None = None  # drop/stall after this many SSE frames (None: half way through)
+    attempts: int | None = None  # only the rep's first N attempts meet it (None: every attempt)
     hits: int = 0
 
 
@@ -308,7 +309,7 @@ FAULT_KINDS = ("status", "drop", "stall", "slow")
 def parse_fault(spec: str) -> Fault:
     """`KIND[:key=value,...]`, e.g. `status:status=529,turn=0,times=2`, `drop:turn=1`, `stall:turn=1`.
 
-    Keys: turn (int, or `any`), status, times, retry_after, stall_seconds, at_frame."""
+    Keys: turn (int, or `any`), status, times, retry_after, stall_seconds, at_frame, attempts."""
     from evalb.errors import UsageError
 
     kind, _, rest = spec.partition(":")
@@ -322,6 +323,7 @@ def parse_fault(spec: str) -> Fault:
         "retry_after": float,
         "stall_seconds": float,
         "at_frame": int,
+        "attempts": int,
     }
     for item in filter(None, rest.split(",")):
         key, _, value = item.partition("=")
