@@ -272,28 +272,8 @@ def _run_row(
     confinement: str,
     cred_note: str,
 ) -> RunRecord:
-    run = _initial_run(scenario, variant, model, rep, attempt, options, ident.frozen, confinement, cred_note)
-    return run.model_copy(
-        update={
-            "slot": slot_key(variant.id, model, ident.plugin_hash, rep),
-            "plugin_name": ident.plugin_name,
-            "plugin_version": ident.plugin_version,
-            "plugin_hash": ident.plugin_hash,
-        }
-    )
-
-
-def _initial_run(
-    scenario: Scenario,
-    variant: Variant,
-    model: str,
-    rep: int,
-    attempt: int,
-    options: RecordOptions,
-    frozen: dict[str, str],
-    confinement: str,
-    cred_note: str,
-) -> RunRecord:
+    """The rep's run row as known before its client starts (committed as is if the rep never ends)."""
+    frozen = ident.frozen
     opts = {
         "timeout_s": options.timeout_for(model),
         "confine": options.confine,
@@ -304,7 +284,7 @@ def _initial_run(
     return run_record(
         TranscriptSummary(),  # nothing seen yet
         run_id=uuid.uuid4().hex,
-        slot="",
+        slot=slot_key(variant.id, model, ident.plugin_hash, rep),
         source="record",
         scenario=scenario.id,
         variant=variant.id,
@@ -318,9 +298,9 @@ def _initial_run(
         outcome="interrupted",
         outcome_detail="the rep had not ended when this row was written",
         client_path=str(options.client),
-        plugin_name=None,
-        plugin_version=None,
-        plugin_hash=None,
+        plugin_name=ident.plugin_name,
+        plugin_version=ident.plugin_version,
+        plugin_hash=ident.plugin_hash,
         plugin_dir=str(options.plugin_dir.resolve()),
         fixture_hash=frozen.get("fixture"),
         scenario_hash=scenario.sha256,
