@@ -30,6 +30,13 @@ PluginOpt = Annotated[
 ]
 
 
+ClientOpt = Annotated[
+    Path | None, typer.Option(help="Client binary (default: pinned; or $EVALB_CLAUDE_BIN).")
+]
+TimeoutOpt = Annotated[float | None, typer.Option(help="Per-rep timeout in seconds.")]
+ConfineOpt = Annotated[bool, typer.Option(help="Confine each rep with bubblewrap (recorded per run).")]
+WorkdirOpt = Annotated[Path | None, typer.Option(help="Where sandboxes are built (default: system temp).")]
+KeepOpt = Annotated[bool, typer.Option(help="Keep each rep's sandbox and HOME.")]
 FaultOpt = Annotated[
     list[str] | None,
     typer.Option(
@@ -323,17 +330,11 @@ def run(
     archive: ArchiveOpt = paths.DEFAULT_ARCHIVE,
     plugin_dir: PluginOpt = paths.REFERENCE_PLUGIN,
     results: Annotated[Path | None, typer.Option(help="Append scored TSV rows to this file.")] = None,
-    client: Annotated[
-        Path | None, typer.Option(help="Client binary (default: pinned; or $EVALB_CLAUDE_BIN).")
-    ] = None,
-    timeout: Annotated[float | None, typer.Option(help="Per-rep timeout in seconds.")] = None,
-    confine: Annotated[
-        bool, typer.Option(help="Confine each rep with bubblewrap (recorded per run).")
-    ] = True,
-    workdir: Annotated[
-        Path | None, typer.Option(help="Where sandboxes are built (default: system temp).")
-    ] = None,
-    keep_sandboxes: Annotated[bool, typer.Option(help="Keep each rep's sandbox and HOME.")] = False,
+    client: ClientOpt = None,
+    timeout: TimeoutOpt = None,
+    confine: ConfineOpt = True,
+    workdir: WorkdirOpt = None,
+    keep_sandboxes: KeepOpt = False,
     max_api_retries: RetriesOpt = 6,
     breaker: BreakerOpt = 5,
     inject_fault: FaultOpt = None,
@@ -371,13 +372,11 @@ def grid(
     archive: ArchiveOpt = paths.DEFAULT_ARCHIVE,
     plugin_dir: PluginOpt = paths.REFERENCE_PLUGIN,
     results: Annotated[Path | None, typer.Option(help="Append scored TSV rows to this file.")] = None,
-    client: Annotated[Path | None, typer.Option(help="Client binary.")] = None,
-    timeout: Annotated[float | None, typer.Option(help="Per-rep timeout in seconds.")] = None,
-    confine: Annotated[bool, typer.Option(help="Confine each rep with bubblewrap.")] = True,
-    workdir: Annotated[
-        Path | None, typer.Option(help="Where sandboxes are built (default: system temp).")
-    ] = None,
-    keep_sandboxes: Annotated[bool, typer.Option(help="Keep each rep's sandbox and HOME.")] = False,
+    client: ClientOpt = None,
+    timeout: TimeoutOpt = None,
+    confine: ConfineOpt = True,
+    workdir: WorkdirOpt = None,
+    keep_sandboxes: KeepOpt = False,
     max_api_retries: RetriesOpt = 6,
     breaker: BreakerOpt = 5,
     mem_limit: MemOpt = "4G",
