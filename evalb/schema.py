@@ -22,8 +22,9 @@ if TYPE_CHECKING:  # polars is imported where a frame is built: commands that ne
 SCHEMA_VERSION = 2
 
 Outcome = Literal[
-    "completed", "timeout", "crashed", "client_error", "interrupted", "resource_limit", "harness_error"
-]
+    "completed", "timeout", "crashed", "client_error", "interrupted", "resource_limit", "harness_error",
+    "turn_limit", "budget_limit",
+]  # fmt: skip
 OUTCOMES: tuple[str, ...] = get_args(Outcome)
 
 

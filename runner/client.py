@@ -26,7 +26,20 @@ STDERR_LIMIT = 64 * 1024
 HOPELESS_STATUSES = {401, 403}
 #: Said in the detail of a rep stopped for a status no retry can get past; the grid does not retry it.
 NO_RETRY = "retrying cannot help"
+#: The pinned client's own limits (2.1.197: `--max-turns` is accepted though not in `--help`;
+#: `--max-budget-usd` is listed) and the `result` subtype it ends a session with when one is hit.
+LIMIT_SUBTYPES = {"error_max_turns": "turn_limit", "error_max_budget_usd": "budget_limit"}
 _PR_SET_PDEATHSIG = 1
+
+
+def limit_args(max_turns: int | None, max_budget_usd: float | None) -> list[str]:
+    """The client's own per-rep limits as command-line options (none when unset)."""
+    args: list[str] = []
+    if max_turns is not None:
+        args += ["--max-turns", str(max_turns)]
+    if max_budget_usd is not None:
+        args += ["--max-budget-usd", f"{max_budget_usd:g}"]
+    return args
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
@@ -219,6 +232,14 @@ def classify(
             )
         return "timeout", f"no end after {timeout:g}s ({_where(summary)})"
     result = summary.result
+    if result is not None and str(result.get("subtype")) in LIMIT_SUBTYPES:
+        # the client stopped the session at a limit we passed it (--max-turns, --max-budget-usd)
+        cost = result.get("total_cost_usd")
+        spent = f", ${cost:.4f} spent" if isinstance(cost, int | float) else ""
+        return (
+            LIMIT_SUBTYPES[str(result["subtype"])],
+            f"result {result['subtype']} after {result.get('num_turns')} turns{spent}",
+        )
     if result is not None:
         if "stop_reason" in result and result["stop_reason"] is None and not result.get("is_error"):
             # the client takes a stream that ended without message_delta/message_stop for a full

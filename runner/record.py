@@ -24,7 +24,7 @@ from evalb.scenarios import Scenario, Variant, resolve_variant
 from evalb.schema import RunRecord, run_record
 from evalb.transcript import TranscriptSummary
 from runner import capture
-from runner.client import SessionResult, run_session
+from runner.client import SessionResult, limit_args, run_session
 from runner.confine import confine_command, install_dir
 from runner.credproxy import CredentialProxy
 from runner.environment import client_env, proxy_route
@@ -48,6 +48,8 @@ class RecordOptions:
     limits: Limits = field(default_factory=Limits)
     credentials: str = "proxy"  # proxy: the client holds a dummy key (runner.credproxy); env: the real one
     network: str = "open"  # api-only: no network in the rep but the proxy's unix socket (confined only)
+    max_turns: int | None = None  # the client's own --max-turns (outcome turn_limit)
+    max_budget_usd: float | None = None  # the client's own --max-budget-usd (outcome budget_limit)
 
     def timeout_for(self, model: str) -> float:
         if self.timeout is not None:
@@ -179,6 +181,7 @@ def record_rep(
             "--model", model,
             "--dangerously-skip-permissions",
             "--plugin-dir", str(options.plugin_dir.resolve()),
+            *limit_args(options.max_turns, options.max_budget_usd),
             scenario.task_prompt(),
         ]  # fmt: skip
         cmd, confinement = confine_command(
@@ -279,6 +282,8 @@ def _run_row(
         "confine": options.confine,
         "credentials": cred_note,
         "max_api_retries": options.max_api_retries,
+        "max_turns": options.max_turns,
+        "max_budget_usd": options.max_budget_usd,
         "faults": [f.__dict__ | {"hits": 0} for f in options.faults] if options.faults else [],
     }
     return run_record(
