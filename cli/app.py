@@ -17,7 +17,7 @@ from typing import NoReturn, TextIO
 import typer
 from typer._click import exceptions as click_exc
 
-from evalb.errors import EvalbError, HarnessError
+from evalb.errors import BudgetError, EvalbError, HarnessError
 
 #: The exit codes of every evalb console script (docs/cli.md and README repeat this table).
 EXIT_CODES: dict[int, str] = {
@@ -25,6 +25,7 @@ EXIT_CODES: dict[int, str] = {
     1: "a check failed: some valid run fails (evalb-score), a case or threshold fails, a manifest changed",
     2: "usage or configuration error; nothing was recorded or written",
     3: "harness error: a rep failed in the harness, or evalb itself failed; what was recorded is kept",
+    4: "a grid stopped on its --budget-usd before every slot was recorded; what was recorded is kept",
     130: "interrupted (Ctrl-C, SIGTERM); what was recorded is kept",
 }
 
@@ -38,6 +39,8 @@ def exit_code_for(exc: BaseException) -> int:
         return 130
     if isinstance(exc, HarnessError):
         return 3
+    if isinstance(exc, BudgetError):
+        return 4
     if isinstance(exc, EvalbError | click_exc.UsageError):
         return 2
     return 3

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import signal
 import sys
 import tempfile
@@ -14,7 +15,7 @@ import typer
 
 from cli.app import new_app, run_app
 from evalb import paths
-from evalb.errors import ArchiveError, HarnessError, PolicyError, UsageError
+from evalb.errors import ArchiveError, BudgetError, HarnessError, PolicyError, UsageError
 
 if TYPE_CHECKING:  # the libraries are imported where used: --help and refusals start fast
     from evalb.archive import Archive
@@ -62,6 +63,34 @@ RetriesOpt = Annotated[
         "counts as a client error.",
     ),
 ]
+MaxTurnsOpt = Annotated[
+    int | None,
+    typer.Option("--max-turns", help="Per rep: the client's own turn limit; a rep it stops is `turn_limit`."),
+]
+MaxRepUsdOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--max-budget-usd",
+        help="Per rep: the client's own spending limit (USD); a rep it stops is `budget_limit`.",
+    ),
+]
+BudgetOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--budget-usd",
+        help="Per grid (USD): start no more reps once the spend recorded plus the next rep's projected "
+        "cost would pass it (running reps finish); exit 4. Scripted reps cost nothing.",
+    ),
+]
+DryRunOpt = Annotated[
+    bool,
+    typer.Option("--dry-run", help="Print the plan, its projected cost and time; record nothing."),
+]
+
+
+def _positive(option: str, value: float | None, example: str) -> None:
+    if value is not None and not (value > 0 and math.isfinite(value)):
+        raise UsageError(f"{option} {value:g} must be a number more than 0", hint=f"e.g. {option} {example}")
 
 
 def refuse_inside_inputs(option: str, path: Path | None, plugin_dir: Path | None) -> None:
@@ -149,6 +178,8 @@ def _options(
     limits: Limits | None = None,
     credentials: str = "proxy",
     network: str = "open",
+    max_turns: int | None = None,
+    max_budget_usd: float | None = None,
 ) -> RecordOptions:
     from runner.limits import Limits
     from runner.record import RecordOptions
@@ -163,6 +194,8 @@ def _options(
         raise UsageError(f"--workdir {workdir} is not a directory", hint="create it first, or drop --workdir")
     if timeout is not None and not timeout > 0:
         raise UsageError(f"--timeout {timeout:g} must be more than 0 seconds", hint="e.g. --timeout 600")
+    _positive("--max-turns", max_turns, "30")
+    _positive("--max-budget-usd", max_budget_usd, "2.5")
     if max_api_retries < 0:
         raise UsageError(f"--max-api-retries {max_api_retries} must be 0 or more", hint="e.g. 6")
     if credentials not in ("proxy", "env"):
@@ -186,6 +219,8 @@ def _options(
         keep_sandboxes=keep,
         max_api_retries=max_api_retries,
         faults=[parse_fault(f) for f in faults or []],
+        max_turns=max_turns,
+        max_budget_usd=max_budget_usd,
     )
 
 
@@ -257,8 +292,11 @@ def _record(
     options: RecordOptions,
     results: Path | None,
     breaker: int = 5,
+    budget_usd: float | None = None,
+    dry_run: bool = False,
 ) -> None:
     from evalb.archive import Archive
+    from runner import budget as budget_mod
     from runner import grid as grid_mod
 
     if breaker < 0:
@@ -271,8 +309,14 @@ def _record(
         raise UsageError(
             f"--results {results} is a directory", hint="give a file, e.g. --results results.tsv"
         )
+    _positive("--budget-usd", budget_usd, "20")
     arch = Archive(archive)
     slots = grid_mod.expand(scenarios, models, reps, grid_mod.plugin_hash_of(options.plugin_dir))
+    if dry_run:  # reads the archive if there is one; writes nothing, not even the archive folder
+        if jobs < 1:
+            raise UsageError(f"--jobs must be at least 1, got {jobs}")
+        print(budget_mod.plan(slots, arch, jobs=jobs))
+        return
     # every refusal comes before the archive is created or touched
     grid_mod.preflight(slots, arch, options)
     if results is not None:
@@ -281,6 +325,11 @@ def _record(
             results.touch()
         except OSError as e:
             raise UsageError(f"cannot write --results {results}: {e.strerror}") from e
+    budget = None
+    if budget_usd is not None:
+        budget = budget_mod.Budget(
+            budget_usd, budget_mod.past_runs(arch), priced=budget_mod.scripted_priced()
+        )
     report = grid_mod.run_grid(
         slots,
         arch,
@@ -289,6 +338,7 @@ def _record(
         after_rep=_scorer(archive, results),
         breaker=breaker,
         progress_stream=sys.stderr,
+        budget=budget,
     )
     outcomes: dict[str, int] = {}
     for r in report.recorded:
@@ -296,9 +346,10 @@ def _record(
     summary = ", ".join(f"{n} {o}" for o, n in sorted(outcomes.items())) or "nothing new"
     extra = f"; {len(report.recovered)} interrupted reps recovered" if report.recovered else ""
     busy = f"; {report.busy} slots busy in another recorder" if report.busy else ""
+    spent = f"; spent ${budget.spent:.4f} of --budget-usd {budget.limit:g}" if budget else ""
     print(
         f"recorded {len(report.recorded)} reps ({summary}); {report.skipped} of {report.planned} slots "
-        f"already recorded{busy}{extra} -> {archive}",
+        f"already recorded{busy}{extra}{spent} -> {archive}",
         file=sys.stderr,
     )
     if options.keep_sandboxes:
@@ -314,6 +365,12 @@ def _record(
         raise HarnessError(
             f"{len(report.failed)} rep(s) failed in the harness, e.g. {slot}: {reason}",
             hint="they fill no slot: rerun the same command to retry them",
+        )
+    if budget is not None and budget.stopped:
+        raise BudgetError(
+            f"the grid stopped on --budget-usd {budget.limit:g}: {budget.stopped}; "
+            f"{budget.not_started} slots not started, ${budget.spent:.4f} spent in all",
+            hint="rerun with a larger --budget-usd, or without it, to record them",
         )
 
 
@@ -344,6 +401,10 @@ def run(
     file_size_limit: FsizeOpt = "1G",
     credentials: CredOpt = "proxy",
     network: NetOpt = "open",
+    max_turns: MaxTurnsOpt = None,
+    max_budget_usd: MaxRepUsdOpt = None,
+    budget_usd: BudgetOpt = None,
+    dry_run: DryRunOpt = False,
 ) -> None:
     """Record SCENARIO × MODEL × reps; rerunning skips reps already recorded."""
     opts = _options(
@@ -358,8 +419,21 @@ def run(
         _limits(mem_limit, pids_limit, tmp_size, file_size_limit),
         credentials,
         network,
+        max_turns,
+        max_budget_usd,
     )
-    _record(scenario.split(","), model.split(","), reps, jobs, archive, opts, results, breaker)
+    _record(
+        scenario.split(","),
+        model.split(","),
+        reps,
+        jobs,
+        archive,
+        opts,
+        results,
+        breaker,
+        budget_usd,
+        dry_run,
+    )
 
 
 @app.command()
@@ -385,6 +459,10 @@ def grid(
     file_size_limit: FsizeOpt = "1G",
     credentials: CredOpt = "proxy",
     network: NetOpt = "open",
+    max_turns: MaxTurnsOpt = None,
+    max_budget_usd: MaxRepUsdOpt = None,
+    budget_usd: BudgetOpt = None,
+    dry_run: DryRunOpt = False,
 ) -> None:
     """Record a grid described in a YAML file; resumable like `run`."""
     from runner import grid as grid_mod
@@ -403,6 +481,8 @@ def grid(
         limits,
         credentials,
         network,
+        max_turns,
+        max_budget_usd,
     )
     _record(
         spec.scenarios,
@@ -413,6 +493,8 @@ def grid(
         opts,
         results,
         breaker,
+        budget_usd,
+        dry_run,
     )
 
 

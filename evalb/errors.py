@@ -1,7 +1,7 @@
 """evalb's own exception types: each carries a one-line message and the fix, shown without a traceback.
 
 Library code raises these; the CLI layer (cli/app.py) is the one place that turns them into a line
-on stderr and an exit code (the table in docs/cli.md): HarnessError is 3, every other EvalbError 2.
+on stderr and an exit code (the table in docs/cli.md): HarnessError is 3, BudgetError 4, every other EvalbError 2.
 """
 
 from __future__ import annotations
@@ -55,6 +55,11 @@ class FixtureError(ConfigurationError):
 
 class HarnessError(EvalbError):
     """Reps failed in the harness itself (outcome `harness_error`); the rest of the grid was recorded."""
+
+
+class BudgetError(EvalbError):
+    """A grid stopped on its --budget-usd before every slot was recorded; what was recorded is kept
+    (exit 4)."""
 
 
 class NotAnArchiveError(ArchiveError, UsageError):

@@ -24,6 +24,7 @@ from evalb.archive import Archive
 from evalb.errors import UsageError
 from evalb.scenarios import all_variant_ids, resolve_variant
 from evalb.schema import RunRecord
+from runner.budget import Budget
 from runner.client import NO_RETRY
 from runner.confine import require_bwrap
 from runner.environment import credentials_for_real_model
@@ -277,6 +278,7 @@ def run_grid(
     progress_stream: TextIO | None = None,
     stop: threading.Event | None = None,
     breaker: int = BREAKER,
+    budget: Budget | None = None,
 ) -> GridReport:
     """Record every slot not yet filled; `after_rep` may score a rep and return its verdict.
 
@@ -289,7 +291,10 @@ def run_grid(
     Circuit breaker: once `breaker` reps in a row (0 = never) failed the same way before reaching
     the model (same outcome, same reason up to numbers and ids: no network, no credentials, a
     broken client), the reps not yet started are skipped (reps already running finish and are
-    recorded) and the report says why in `stopped_by_breaker`, with `not_started`."""
+    recorded) and the report says why in `stopped_by_breaker`, with `not_started`.
+
+    `budget` (runner.budget) is asked before each rep starts and fed each attempt recorded: once it
+    refuses, no more reps start (those running finish and are committed); it keeps the count."""
     if jobs < 1:
         raise UsageError(f"--jobs must be at least 1, got {jobs}")
     if breaker < 0:
@@ -317,6 +322,8 @@ def run_grid(
             with lock:
                 report.not_started += 1
             return
+        if budget is not None and not budget.admit(slot.key, slot.model):
+            return
         try:
             run = rep(slot)
         except Exception as e:  # the harness failed around the rep (record_rep records its own)
@@ -325,6 +332,9 @@ def run_grid(
                 report.failed.append((slot.key, reason))
             log.warning("%s %s rep %s: %s", slot.variant, slot.model, slot.rep, reason)
             return
+        finally:
+            if budget is not None:
+                budget.release(slot.key)
         if run is None or run.outcome == "interrupted":
             return
         if trip.add(run):
@@ -365,6 +375,8 @@ def run_grid(
                 )
                 with lock:
                     report.recorded.append(run)
+                if budget is not None:
+                    budget.charge(run)
                 if not _retry(run) or i == retries or stop.wait(backoff * (2**i)):
                     break
             return run
