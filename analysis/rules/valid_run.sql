@@ -13,6 +13,10 @@
 -- (model "<synthetic>", text "API Error: ...") for API failures, and runs.reached_model (the
 -- recorder's view) leaves those out, so both must agree. A rep that ran into a per-rep resource
 -- limit (memory, processes, /tmp, file size: runner/limits.py) is invalid too, whenever it happened.
+-- A rep the client stopped at a limit we passed it (turn_limit: --max-turns; budget_limit:
+-- --max-budget-usd) is scored as it stands, like a timeout while the agent worked: the limit is
+-- part of the recorded configuration (options_json), and dropping such reps would raise the pass
+-- rate of a wording that makes agents run long (the verdict's reasons name the limit).
 CREATE OR REPLACE TEMP VIEW valid_run AS
 WITH hook_lines AS (
     -- The plugin's note: a successful SessionStart hook_response whose context carries the marker the
@@ -62,7 +66,7 @@ LATERAL (SELECT CASE
     WHEN m.variant IS NULL THEN 'unknown variant ' || r.variant || ' (no scenario file defines it)'
     WHEN r.outcome = 'interrupted' THEN 'interrupted: the recorder stopped before the rep ended'
     WHEN r.outcome = 'resource_limit' THEN 'resource_limit: ' || coalesce(r.outcome_detail, 'a per-rep limit was reached')
-    WHEN r.outcome NOT IN ('completed', 'timeout') THEN r.outcome || ': ' || coalesce(r.outcome_detail, 'no detail')
+    WHEN r.outcome NOT IN ('completed', 'timeout', 'turn_limit', 'budget_limit') THEN r.outcome || ': ' || coalesce(r.outcome_detail, 'no detail')
     WHEN h.any_seq IS NULL THEN 'no SessionStart hook_response: the hook note never reached the model'
     WHEN h.ok_seq IS NULL AND h.failed_seq IS NOT NULL THEN 'SessionStart hook failed (seq ' || h.failed_seq || ')'
     WHEN h.ok_seq IS NULL THEN 'no SessionStart hook note from the plugin (' || h.marker || ' marker): the hook_response at seq '

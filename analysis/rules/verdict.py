@@ -64,7 +64,7 @@ CREATE OR REPLACE TEMP VIEW verdict AS
 WITH parts AS (
     SELECT
         r.run_id, r.scenario, r.variant, r.model_alias, r.plugin_hash, r.rep, r.started_at,
-        m.kind, m.match,
+        r.outcome, m.kind, m.match,
         v.ok AS valid, v.reason AS invalid_reason,
         {a_ok} AS a_ok, list_sort(list_distinct({a_ev})) AS a_ev, {a_reason} AS a_reason,
         c.ok AS cite_ok, c.evidence AS cite_ev, c.reason AS cite_reason,
@@ -122,7 +122,8 @@ SELECT
     CASE WHEN valid THEN a_ok AND axis_b END AS passed,
     CASE WHEN NOT valid THEN 'INVALID' WHEN a_ok AND axis_b THEN 'PASS' ELSE 'FAIL' END AS verdict,
     CASE WHEN NOT valid THEN 'INVALID: ' || invalid_reason
-         ELSE a_reason || '; B: ' || b_reason
+         ELSE a_reason || '; B: ' || b_reason || CASE WHEN outcome IN ('turn_limit', 'budget_limit')
+             THEN '; ' || outcome || ': scored as it stood when the client stopped it' ELSE '' END
     END AS reasons,
     CASE WHEN valid THEN a_ev ELSE []::BIGINT[] END AS evidence_a,
     CASE WHEN valid THEN b_ev ELSE []::BIGINT[] END AS evidence_b
