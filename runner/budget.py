@@ -164,10 +164,16 @@ class Budget:
 
 # --- the dry run ---------------------------------------------------------------------------------
 class SlotLike(Protocol):
-    variant: str
-    model: str
-    rep: int
-    key: str
+    """What the plan reads of a grid slot (runner.grid.Slot); an `arm` too where slots have one."""
+
+    @property
+    def variant(self) -> str: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def rep(self) -> int: ...
+    @property
+    def key(self) -> str: ...
 
 
 def _what(slot: SlotLike) -> str:
