@@ -315,7 +315,7 @@ def _record(
     if dry_run:  # reads the archive if there is one; writes nothing, not even the archive folder
         if jobs < 1:
             raise UsageError(f"--jobs must be at least 1, got {jobs}")
-        print(budget_mod.plan(slots, arch, jobs=jobs))
+        print(budget_mod.plan(slots, arch, jobs=jobs, budget_usd=budget_usd))
         return
     # every refusal comes before the archive is created or touched
     grid_mod.preflight(slots, arch, options)

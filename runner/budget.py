@@ -181,7 +181,14 @@ def _what(slot: SlotLike) -> str:
     return f"{slot.variant} {slot.model}" + (f" [{arm}]" if arm else "") + f" rep {slot.rep}"
 
 
-def plan(slots: Sequence[SlotLike], archive: Archive, *, jobs: int = 1, show: int = 12) -> str:
+def plan(
+    slots: Sequence[SlotLike],
+    archive: Archive,
+    *,
+    jobs: int = 1,
+    budget_usd: float | None = None,
+    show: int = 12,
+) -> str:
     """What a grid would record, in order, and its projected cost and time from the archive's past
     runs of the same models; reads the archive (if there is one) and writes nothing."""
     filled = archive.committed_slots() if archive.exists() else {}
@@ -234,6 +241,12 @@ def plan(slots: Sequence[SlotLike], archive: Archive, *, jobs: int = 1, show: in
         else f"~{_duration(total_s / max(1, jobs))} with --jobs {jobs}"
     )
     lines += [f"projected cost: {cost_line}", f"projected time: {time_line}"]
+    if budget_usd is not None and not no_cost and total_cost > budget_usd:
+        lines.append(
+            f"--budget-usd {budget_usd:g} will stop the grid before it ends (projected ${total_cost:.2f})"
+        )
+    elif budget_usd is not None and not no_cost:
+        lines.append(f"--budget-usd {budget_usd:g} covers the projected ${total_cost:.2f}")
     return "\n".join(lines)
 
 

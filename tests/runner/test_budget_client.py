@@ -164,6 +164,8 @@ def test_dry_run_projects_from_past_runs_and_writes_nothing(tmp_path: Path) -> N
         "--archive",
         root,
         "--dry-run",
+        "--budget-usd",
+        f"{2.5 * cost:.4f}",
         env={**os.environ, TEST_PRICE_ENV: "1"},
     )
     assert res.returncode == 0, res.stderr
@@ -172,4 +174,5 @@ def test_dry_run_projects_from_past_runs_and_writes_nothing(tmp_path: Path) -> N
         in res.stdout
     )
     assert f"projected cost: ${4 * cost:.2f}" in res.stdout
+    assert f"will stop the grid before it ends (projected ${4 * cost:.2f})" in res.stdout
     assert _tree(root) == before
