@@ -31,8 +31,9 @@ log = logging.getLogger(__name__)
 
 #: Test-only: "1" charges scripted reps what their result event reports (see the module's text).
 TEST_PRICE_ENV = "EVALB_TEST_PRICE"
-#: Outcomes whose cost and duration stand for "one rep" in a projection.
-BASIS_OUTCOMES = ("completed",)
+#: Outcomes whose cost and duration stand for "one rep" in a projection: reps that ran to their
+#: end, the agent's or a client limit's ("completed runs" in the messages).
+BASIS_OUTCOMES = ("completed", "turn_limit", "budget_limit")
 
 
 def scripted_priced() -> bool:

@@ -64,9 +64,10 @@ def arch(tmp_path: Path) -> Archive:
 def test_past_runs_are_medians_of_completed_runs(arch: Archive) -> None:
     for i, c in enumerate([0.1, 0.3, 0.2]):
         _commit(arch, "haiku", c, i)
-    _commit(arch, "haiku", 9.0, 3, outcome="client_error")  # not a completed rep: no basis
+    _commit(arch, "haiku", 0.25, 3, outcome="turn_limit")  # a rep the client's limit ended: a rep
+    _commit(arch, "haiku", 9.0, 4, outcome="client_error")  # not a rep that ran to its end: no basis
     past = past_runs(arch)
-    assert past["haiku"].cost() == pytest.approx(0.2)
+    assert past["haiku"].cost() == pytest.approx(0.225)
     assert past["haiku"].duration_s() == pytest.approx(2.0)
     assert past_runs(Archive(arch.root.parent / "none")) == {}
     assert not (arch.root.parent / "none").exists()
