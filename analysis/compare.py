@@ -228,7 +228,11 @@ def side_by_side(scores: pl.DataFrame, arms: Sequence[str], conf: float = 0.95) 
     valid = pl.col("valid").fill_null(False)
     has_needless = "needless" in df.columns
     over = pl.col("needless").is_not_null() if has_needless else pl.lit(False)
-    metric = pl.when(over).then(pl.col("needless")).otherwise(pl.col("passed")) if has_needless else pl.col("passed")
+    metric = (
+        pl.when(over).then(pl.col("needless")).otherwise(pl.col("passed"))
+        if has_needless
+        else pl.col("passed")
+    )
     cells = (
         df.with_columns(kind=pl.when(over).then(pl.lit("over-triggering")).otherwise(pl.lit("ordinary")))
         .group_by("kind", "variant", "model_alias", "arm")
@@ -240,7 +244,9 @@ def side_by_side(scores: pl.DataFrame, arms: Sequence[str], conf: float = 0.95) 
     with np.errstate(divide="ignore", invalid="ignore"):
         rate = np.where(n > 0, cells["k"].to_numpy() / n, np.nan)
     return cells.with_columns(
-        metric=pl.when(pl.col("kind") == "over-triggering").then(pl.lit("needless")).otherwise(pl.lit("passed")),
+        metric=pl.when(pl.col("kind") == "over-triggering")
+        .then(pl.lit("needless"))
+        .otherwise(pl.lit("passed")),
         rate=pl.Series(rate),
         lo=pl.Series(lo),
         hi=pl.Series(hi),
@@ -263,9 +269,7 @@ def compare_arms(
     base, candidates = resolve_arms(frame, baseline, arms)
     ordinary, over = _split(frame)
     passed = [_paired(ordinary, base, c, "passed", conf) for c in candidates]
-    needless = [
-        (_paired(over, base, c, "needless", conf) if over is not None else None) for c in candidates
-    ]
+    needless = [(_paired(over, base, c, "needless", conf) if over is not None else None) for c in candidates]
     needless = [n if n is not None and n.n_pairs > 0 else None for n in needless]
     adj = adjust([r.p_value for r in passed], correction)
     alpha = 1 - conf
@@ -275,7 +279,9 @@ def compare_arms(
         if p.n_pairs >= 2 and q <= alpha and not math.isnan(p.diff) and p.diff != 0:
             decision = "better" if p.diff > 0 else "worse"
         results.append(ArmComparison(base, c, p, n, float(q), decision))
-    return Comparison(base, candidates, correction, conf, results, side_by_side(frame, [base, *candidates], conf))
+    return Comparison(
+        base, candidates, correction, conf, results, side_by_side(frame, [base, *candidates], conf)
+    )
 
 
 def write_json(result: Comparison, path: Path | str) -> None:

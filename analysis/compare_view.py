@@ -16,7 +16,9 @@ def arms_figure(result: Comparison) -> go.Figure:
     """Per scenario (variant · model): each arm's rate with its Wilson interval, side by side;
     over-triggering scenarios show the needless rate (lower is better)."""
     sbs = result.side_by_side.with_columns(
-        label=pl.col("variant") + " · " + pl.col("model_alias")
+        label=pl.col("variant")
+        + " · "
+        + pl.col("model_alias")
         + pl.when(pl.col("kind") == "over-triggering").then(pl.lit(" (needless)")).otherwise(pl.lit(""))
     )
     fig = go.Figure()
@@ -37,7 +39,9 @@ def arms_figure(result: Comparison) -> go.Figure:
                 },
                 offsetgroup=str(i),
                 customdata=part.select("k", "n").to_numpy(),
-                hovertemplate="%{x}<br>" + arm + ": %{y:.2f} (%{customdata[0]}/%{customdata[1]})<extra></extra>",
+                hovertemplate="%{x}<br>"
+                + arm
+                + ": %{y:.2f} (%{customdata[0]}/%{customdata[1]})<extra></extra>",
             )
         )
     fig.update_layout(

@@ -202,7 +202,9 @@ def decide(
         direction = "not shown"
     path = pl.DataFrame(
         {"t": t, "reps": t / n_cells, "lo": lo, "hi": hi, "width": hi - lo, "estimate": est},
-        schema={c: pl.Int64 if c == "t" else pl.Float64 for c in ("t", "reps", "lo", "hi", "width", "estimate")},
+        schema={
+            c: pl.Int64 if c == "t" else pl.Float64 for c in ("t", "reps", "lo", "hi", "width", "estimate")
+        },
     )
     counts = cells["pairs"].to_numpy() if cells.height else np.array([0])
     at_max = max_reps is not None and bool((counts >= max_reps).all())
@@ -273,7 +275,9 @@ def plan_round(
     cells = _cells(scores, arms)
     if cells.height == 0:
         return []
-    var = pair_variance(cells["k_a"].to_numpy(), cells["n_a"].to_numpy(), cells["k_b"].to_numpy(), cells["n_b"].to_numpy())
+    var = pair_variance(
+        cells["k_a"].to_numpy(), cells["n_a"].to_numpy(), cells["k_b"].to_numpy(), cells["n_b"].to_numpy()
+    )
     more = allocate(cells["pairs"].to_numpy(), var, round_size, max_reps)
     return [
         (v, m, int(n))

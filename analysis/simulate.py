@@ -201,14 +201,16 @@ def simulate_arms(
     # Interleave: rep r of every cell and arm runs in round r, in a shuffled order within the round.
     order = out.select(pl.col("rep"), key=pl.Series(rng.random(out.height))).with_row_index("i")
     order = order.sort(["rep", "key"]).with_row_index("pos").sort("i")
-    out = out.with_columns(started_at=pl.lit(t0) + pl.duration(minutes=order["pos"]))
+    out = out.with_columns(started_at=pl.lit(t0) + pl.duration(minutes=pl.lit(order["pos"])))
     if needless:
         over = pl.lit(False)
-        for arm, cells in needless.items():
-            for variant, model in cells:
+        for arm, over_cells in needless.items():
+            for variant, model in over_cells:
                 over = over | (
                     (pl.col("arm") == arm) & (pl.col("variant") == variant) & (pl.col("model_alias") == model)
                 )
         # An over-triggering run passes when it does nothing needless: needless = not passed.
-        out = out.with_columns(needless=pl.when(over & pl.col("valid")).then(~pl.col("passed")).otherwise(None))
+        out = out.with_columns(
+            needless=pl.when(over & pl.col("valid")).then(~pl.col("passed")).otherwise(None)
+        )
     return out

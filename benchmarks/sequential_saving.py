@@ -76,14 +76,18 @@ def main() -> None:
         x = pairs(rng, pa, pa, 60)
         for rule, n_star in (("tuned", len(pa) * k), ("anytime", None)):
             decided, _, _ = stopping(x, len(pa), n_star)
-            print(f"{name:<20} {0.0:>4.1f} {'—':>5} | {rule:<8} null, 60 looks: wrongly decided {decided.mean():.4f}")
+            print(
+                f"{name:<20} {0.0:>4.1f} {'—':>5} | {rule:<8} null, 60 looks: wrongly decided {decided.mean():.4f}"
+            )
         a = rng.random((SIMS, 60, len(pa))) < pa
         b = rng.random((SIMS, 60, len(pa))) < pa
         d = (np.cumsum(b, 1) - np.cumsum(a, 1)) / np.arange(1, 61)[None, :, None]
         with np.errstate(divide="ignore", invalid="ignore"):
             t = d.mean(-1) / (d.std(-1, ddof=1) / math.sqrt(len(pa)))
         p = 2 * sps.t.sf(np.abs(np.nan_to_num(t, nan=0.0)), len(pa) - 1)
-        print(f"{name:<20} {0.0:>4.1f} {'—':>5} | naive t  null, 60 looks: wrongly decided {(p[:, 1:] <= ALPHA).any(1).mean():.4f}")
+        print(
+            f"{name:<20} {0.0:>4.1f} {'—':>5} | naive t  null, 60 looks: wrongly decided {(p[:, 1:] <= ALPHA).any(1).mean():.4f}"
+        )
     print(f"({time.perf_counter() - t0:.1f} s)")
 
 

@@ -14,7 +14,9 @@ def compare(
     archive: Annotated[Path, typer.Option("--archive", help="The archive directory.")] = DEFAULT_ARCHIVE,
     baseline: Annotated[
         str | None,
-        typer.Option("--baseline", help="Baseline arm (default: current, else none, else the first of --arms)."),
+        typer.Option(
+            "--baseline", help="Baseline arm (default: current, else none, else the first of --arms)."
+        ),
     ] = None,
     arms: Annotated[
         str | None, typer.Option("--arms", help="Comma-separated arms to compare (default: all).")
@@ -22,7 +24,9 @@ def compare(
     correction: Annotated[
         str, typer.Option("--correction", help="holm (familywise error) or bh (false discovery rate).")
     ] = "holm",
-    conf: Annotated[float, typer.Option("--conf", help="Confidence level of intervals and decisions.")] = 0.95,
+    conf: Annotated[
+        float, typer.Option("--conf", help="Confidence level of intervals and decisions.")
+    ] = 0.95,
     json_out: Annotated[Path | None, typer.Option("--json", help="Also write the full result here.")] = None,
 ) -> None:
     """Paired difference of each candidate arm against the baseline, by scenario: better / worse / not shown."""

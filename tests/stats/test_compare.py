@@ -122,7 +122,9 @@ def test_holm_and_bh_keep_their_error_rates_when_several_candidates_are_screened
         fwer.append((rh & null).any())
         fdp.append((rb & null).sum() / max(rb.sum(), 1))
     power_bh = np.mean([(adjust(r, "bh") <= ALPHA)[:2].mean() for r in p])
-    print(f"two real, two null: Holm FWER {np.mean(fwer):.3f}, BH FDR {np.mean(fdp):.3f}, BH power {power_bh:.2f}")
+    print(
+        f"two real, two null: Holm FWER {np.mean(fwer):.3f}, BH FDR {np.mean(fdp):.3f}, BH power {power_bh:.2f}"
+    )
     assert np.mean(fwer) <= ALPHA + slack and np.mean(fdp) <= ALPHA + slack
 
 
@@ -140,9 +142,7 @@ def test_the_command_prints_decisions_and_writes_json(tmp_path: Path, capsys: py
     data = json.loads(out.read_text())
     assert data["baseline"] == "current" and data["comparisons"][0]["decision"] == "better"
     r = call("evalb", "compare", "--archive", root, "--baseline", "nope")
-    assert r.code == 2 and r.lines == [
-        "error: unknown arm 'nope' (arms in this archive: candidate, current)"
-    ]
+    assert r.code == 2 and r.lines == ["error: unknown arm 'nope' (arms in this archive: candidate, current)"]
     r = call("evalb", "compare", "--archive", root, "--correction", "bonf")
     assert r.code == 2 and r.err.startswith("error: --correction 'bonf' is unknown")
     one = tmp_path / "one"

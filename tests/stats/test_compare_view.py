@@ -29,7 +29,9 @@ def test_the_report_shows_arms_side_by_side_with_decisions_and_paths() -> None:
     assert rows["candidate"].endswith("<td>better</td></tr>")
     assert "<td>not shown</td></tr>" in rows["same"]
     assert "fig-arms" in section and "fig-arms-path-0" in section and "fig-arms-path-1" in section
-    assert "N1 \\u00b7 m (needless)" in section or "N1 · m (needless)" in section  # over-triggering: own metric
+    assert (
+        "N1 \\u00b7 m (needless)" in section or "N1 · m (needless)" in section
+    )  # over-triggering: own metric
 
 
 def test_one_arm_has_no_comparison_view() -> None:

@@ -60,7 +60,9 @@ SLACK = 3 * math.sqrt(ALPHA * (1 - ALPHA) / 3000)  # 3 Monte-Carlo SEs of a rate
 
 @pytest.mark.parametrize("pa", [RATES, SKEWED], ids=["mid", "skewed"])
 @pytest.mark.parametrize("tuned", [False, True], ids=["anytime", "tuned"])
-def test_no_difference_is_declared_at_most_at_the_nominal_rate_while_peeking(pa: np.ndarray, tuned: bool) -> None:
+def test_no_difference_is_declared_at_most_at_the_nominal_rate_while_peeking(
+    pa: np.ndarray, tuned: bool
+) -> None:
     """Identical arms, 60 rounds, a look after each: the rule declares a difference in ≤ 5% (+ MC slack)."""
     rng = np.random.default_rng(20261201)
     x = _pairs(rng, pa, pa, sims=3000, rounds=60)
@@ -95,7 +97,9 @@ def test_a_naive_repeated_t_test_declares_far_more_often() -> None:
 
 
 @pytest.mark.parametrize("pa", [RATES, SKEWED], ids=["mid", "skewed"])
-def test_a_true_difference_of_the_planned_size_stops_with_fewer_reps_than_the_fixed_plan(pa: np.ndarray) -> None:
+def test_a_true_difference_of_the_planned_size_stops_with_fewer_reps_than_the_fixed_plan(
+    pa: np.ndarray,
+) -> None:
     """δ = 0.2 in every scenario: the rule tuned to the fixed plan's size stops earlier on average,
     decides in the right direction, and by the fixed plan's size has at least its 80% power."""
     rng = np.random.default_rng(11)
