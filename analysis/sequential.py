@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import polars as pl
@@ -284,3 +284,28 @@ def plan_round(
         for v, m, n in zip(cells["variant"].to_list(), cells["model_alias"].to_list(), more, strict=True)
         if n > 0
     ]
+
+
+def fixed_plan_reps(
+    scores: pl.DataFrame, arms: Sequence[str], delta: float, alpha: float = 0.05, target: float = 0.8
+) -> float | None:
+    """Reps per cell the fixed-size plan (`power.reps_needed`, paired t) needs to detect `delta`
+    between the two arms on this grid, from this frame as a pilot: the `plan_reps` to tune `decide`.
+
+    The frozen-grid plan: ω² (the scenario-to-scenario spread of the difference) is set to 0, as the
+    confidence sequence is a statement about these scenarios; only the rep-level variances σ²_A,
+    σ²_B come from the pilot. None when the frame cannot say (fewer than 2 scenarios run by both)."""
+    from analysis.compare import with_arm
+    from analysis.power import components_from_pilot, reps_needed
+
+    frame = _ordinary(scores, arms)
+    if "primary" not in frame.columns:
+        frame = frame.with_columns(primary=pl.lit(True))
+    try:
+        comp = components_from_pilot(
+            frame.with_columns(plugin_hash=with_arm(frame)["arm"]), *arms, by="plugin_hash"
+        )
+    except ValueError:
+        return None
+    k = reps_needed(delta, replace(comp, omega2=0.0), alpha=alpha, target=target)
+    return None if math.isinf(k) else float(k)

@@ -180,3 +180,37 @@ def test_the_planner_keeps_cells_balanced_and_serves_uncertain_cells_first() -> 
     assert list(sq.allocate(pairs, var, 1)) == [0, 1, 0]
     assert list(sq.allocate(pairs, var, 10, max_reps=4)) == [1, 1, 1]
     assert sq.plan_round(df, ("current", "candidate"), round_size=5, max_reps=4) == []
+
+
+def _record(df: pl.DataFrame, plan: list[tuple[str, str, int]], rates: dict, seed: int) -> pl.DataFrame:
+    """Append the planned reps (both arms of each planned cell) after the frame's last run, as a grid would."""
+    cells = {arm: {(v, m): rates[arm][(v, m)] for v, m, _ in plan} for arm in rates}
+    parts = []
+    for v, m, n in plan:
+        one = {arm: {(v, m): cells[arm][(v, m)]} for arm in rates}
+        parts.append(simulate_arms(one, reps=n, seed=seed + len(parts)))
+    new = pl.concat(parts)
+    last = df["started_at"].max()
+    new = new.with_columns(
+        started_at=pl.lit(last) + pl.duration(hours=1) + pl.duration(minutes=pl.int_range(pl.len())),
+        rep=pl.col("rep") + 1000 + seed,
+    )
+    return pl.concat([df, new.select(df.columns)])
+
+
+def test_the_api_loop_decide_then_plan_stops_a_real_difference_early() -> None:
+    """The loop `evalb-record grid --until-decided` runs, on simulated frames: decide, else plan a round
+    and record it. A true difference of 0.3 is decided before max_reps; rounds keep cells balanced."""
+    base = {(v, "m"): float(r) for v, r in zip(VARIANTS[:7], RATES, strict=True)}
+    rates = {"current": base, "candidate": {k: min(1.0, r + 0.3) for k, r in base.items()}}
+    df = simulate_arms(rates, reps=2, seed=1)
+    plan_reps = sq.fixed_plan_reps(df, ("current", "candidate"), 0.3)
+    assert plan_reps is not None and plan_reps >= 2
+    for rnd in range(40):
+        d = sq.decide(df, ("current", "candidate"), max_reps=30, plan_reps=plan_reps)
+        if d.stop:
+            break
+        plan = sq.plan_round(df, ("current", "candidate"), round_size=7, max_reps=30)
+        assert sorted(n for *_, n in plan) == [1] * 7  # balanced: one more pair in every cell
+        df = _record(df, plan, rates, seed=100 * rnd)
+    assert d.decided and d.direction == "better" and d.reps_used < 30
