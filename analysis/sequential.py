@@ -303,7 +303,7 @@ def fixed_plan_reps(
         frame = frame.with_columns(primary=pl.lit(True))
     try:
         comp = components_from_pilot(
-            frame.with_columns(plugin_hash=with_arm(frame)["arm"]), *arms, by="plugin_hash"
+            frame.with_columns(plugin_hash=with_arm(frame)["arm"]), arms[0], arms[1], by="plugin_hash"
         )
     except ValueError:
         return None
