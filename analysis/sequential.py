@@ -110,8 +110,8 @@ def _ordinary(scores: pl.DataFrame, arms: Sequence[str]) -> pl.DataFrame:
     from analysis.compare import with_arm
 
     df = with_arm(scores).filter(pl.col("arm").is_in(list(arms)))
-    if "primary" in df.columns:
-        df = df.filter(pl.col("primary"))
+    # Degradation variants (R4-nograph: FAIL expected) are not part of the comparison.
+    df = df.filter(pl.col("primary") if "primary" in df.columns else pl.col("variant") == pl.col("scenario"))
     if "needless" in df.columns:
         df = df.filter(pl.col("needless").is_null())
     return df
@@ -298,9 +298,7 @@ def fixed_plan_reps(
     from analysis.compare import with_arm
     from analysis.power import components_from_pilot, reps_needed
 
-    frame = _ordinary(scores, arms)
-    if "primary" not in frame.columns:
-        frame = frame.with_columns(primary=pl.lit(True))
+    frame = _ordinary(scores, arms).with_columns(primary=pl.lit(True))
     try:
         comp = components_from_pilot(
             frame.with_columns(plugin_hash=with_arm(frame)["arm"]), arms[0], arms[1], by="plugin_hash"
