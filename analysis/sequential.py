@@ -5,8 +5,9 @@ paired with the j-th valid rep of arm B (recording order), and x = passed_B − 
 Pairs are taken in the order they completed. The confidence sequence (CS) is Waudby-Smith &
 Ramdas' (2023, JRSS-B) hedged-capital betting CS for the mean of bounded observations, on
 y = (x+1)/2 ∈ [0, 1]: for each candidate mean m two bettors stake λ_t(y_t − m) and −λ_t(y_t − m),
-and m leaves the CS for good once half their summed wealth reaches 1/α (Ville's inequality: under
-the truth this happens with probability ≤ α at any time, however often one looks). The stake is
+and m leaves the CS for good once half of either bettor's wealth reaches 1/α (half the sum of the
+two wealths is a nonnegative martingale under the truth starting at 1; by Ville's inequality it
+ever reaches 1/α with probability ≤ α, however often one looks). The stake is
 their predictable plug-in λ_t = sqrt(2 log(2/α) / (σ̂²_{t−1} n*)), truncated at c/m (c/(1−m)):
 with n* = t log(1+t) (the default) the CS is tight at every t; given the number of pairs a
 fixed-size plan would use (`plan_reps` × cells), n* is that number, which makes the CS tightest
