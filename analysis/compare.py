@@ -63,6 +63,10 @@ def resolve_arms(
             hint="record a grid whose plugins: mapping names two or more arms",
         )
     chosen = list(dict.fromkeys(arms)) if arms else present
+    if arms is not None and len(chosen) < 2 and baseline is None:
+        raise UsageError(
+            f"--arms {','.join(arms)} names fewer than two arms", hint="e.g. --arms current,candidate"
+        )
     if baseline is None:
         if arms:
             baseline = chosen[0]
@@ -181,7 +185,7 @@ class Comparison:
             lines.append(
                 f"{row['candidate'][:16]:<16} {row['n_pairs']:>5} {_f(row['pass_baseline'])} "
                 f"{_f(row['pass_candidate'])} {_f(row['diff'], 7, True)} {_iv(row['lo'], row['hi'])} "
-                f"{_f(row['p_value'], 7)} {_f(row['p_adjusted'], 7)}  "
+                f"{_f(row['p_value'], 7, p=True)} {_f(row['p_adjusted'], 7, p=True)}  "
                 f"{_f(nd, 10, True) if nd is not None else '         —'} "
                 f"{_iv(row['needless_lo'], row['needless_hi']) if nd is not None else '                —'}  "
                 f"{row['decision']}"
@@ -194,9 +198,11 @@ class Comparison:
         return "\n".join(lines) + "\n"
 
 
-def _f(v: float | None, width: int = 6, sign: bool = False) -> str:
+def _f(v: float | None, width: int = 6, sign: bool = False, p: bool = False) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "—".rjust(width)
+    if p and v < 0.001:
+        return "<0.001".rjust(width)
     return f"{v:+.3f}".rjust(width) if sign else f"{v:.3f}".rjust(width)
 
 
@@ -216,7 +222,8 @@ def _why(r: ArmComparison, conf: float) -> str:
     more = ""
     if r.needless is not None and r.needless.n_pairs >= 2 and r.needless.lo > 0:
         more = "; but it also raises needless ADR use on the over-triggering scenarios"
-    return f" (pass rate {p.diff:+.3f}, adjusted p {r.p_adjusted:.3f} ≤ {alpha:.2f}{more})"
+    q = "< 0.001" if r.p_adjusted < 0.001 else f"{r.p_adjusted:.3f} ≤ {alpha:.2f}"
+    return f" (pass rate {p.diff:+.3f}, adjusted p {q}{more})"
 
 
 def side_by_side(scores: pl.DataFrame, arms: Sequence[str], conf: float = 0.95) -> pl.DataFrame:

@@ -41,8 +41,6 @@ def compare(
     if json_out is not None and not json_out.parent.is_dir():
         raise UsageError(f"--json {json_out}: the directory {json_out.parent} does not exist")
     wanted = [a.strip() for a in arms.split(",") if a.strip()] if arms is not None else None
-    if wanted is not None and len(wanted) < 2 and baseline is None:
-        raise UsageError(f"--arms {arms!r} names fewer than two arms", hint="e.g. --arms current,candidate")
     scores = load_scores(archive)
     if scores.is_empty():
         raise UsageError(f"{archive} has no scored runs", hint="score them first with evalb-score")
