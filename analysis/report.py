@@ -12,6 +12,7 @@ import html
 import itertools
 import math
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import plotly.graph_objects as go
@@ -199,6 +200,47 @@ def _degradation_section(scores: pl.DataFrame) -> list[str]:
     ]
 
 
+def _arms_section(scores: pl.DataFrame, fig: Callable[[go.Figure, str], str]) -> list[str]:
+    """The comparison view: arms side by side per scenario, the decisions (`evalb compare`), and the
+    sequential path of each candidate against the baseline. Empty with fewer than two arms."""
+    from analysis.compare import arms_present, compare_arms, resolve_arms
+    from analysis.compare_view import arms_figure, path_figure
+    from analysis.sequential import decide
+
+    arms = arms_present(scores)
+    if len(arms) < 2:
+        return []
+    try:
+        base, cands = resolve_arms(scores)
+    except UsageError:
+        base, cands = arms[0], arms[1:]
+    result = compare_arms(scores, baseline=base, arms=[base, *cands])
+    table = result.table().select(
+        "candidate", "baseline", "n_pairs", "pass_baseline", "pass_candidate", "diff", "lo", "hi", "p_value",
+        "p_adjusted", "needless_diff", "needless_lo", "needless_hi", "decision",
+    )  # fmt: skip
+    parts = [
+        "<h2 id='arms'>Arms compared</h2>",
+        f"<p class='note'>Each candidate against the baseline arm <b>{html.escape(base)}</b>, paired by "
+        "scenario (variant × model): the pass-rate difference over the ordinary scenarios with its 95% "
+        "interval, the difference of the needless rate over the over-triggering scenarios beside it, and the "
+        "decision with Holm's correction for the number of candidates (docs/statistics.md, <i>Comparing "
+        "arms</i>). The same table: <code>evalb compare</code>.</p>",
+        table_html(table),
+        fig(arms_figure(result), "arms"),
+        "<p class='note'>Sequential path: the anytime-valid 95% confidence sequence for each candidate's "
+        "difference, pair by pair in recording order; the rule decides once it excludes 0 (docs/statistics.md, "
+        "<i>Sequential stopping</i>).</p>",
+    ]
+    figs = []
+    for i, c in enumerate(cands[:4]):
+        d = decide(scores, (base, c))
+        if d.n_pairs:
+            figs.append(fig(path_figure(d, base, c), f"arms-path-{i}"))
+    parts.append(f"<div class='figrow'>{''.join(figs)}</div>")
+    return parts
+
+
 def render_report(
     scores: pl.DataFrame,
     events: pl.DataFrame,
@@ -224,7 +266,7 @@ def render_report(
         f"({int((~scores['valid']).sum())} INVALID, excluded from every rate) · "
         f"checker {', '.join(sorted(set(scores['checker_hash'].to_list())))[:80]}</p>",
         "<nav class='note'>Sections: <a href='#grid'>grid</a> · <a href='#cells'>cells</a> · "
-        "<a href='#degradation'>degradation</a> · <a href='#reps'>every rep</a> · <a href='#paired'>paired</a> · <a href='#planning'>planning</a> · "
+        "<a href='#degradation'>degradation</a> · <a href='#arms'>arms</a> · <a href='#reps'>every rep</a> · <a href='#paired'>paired</a> · <a href='#planning'>planning</a> · "
         "<a href='#costs'>costs</a> · <a href='#runs'>runs</a></nav>",
         "<p class='note'>Intervals are 95%. Cell intervals are Wilson intervals over valid reps. Grid means "
         "average the reps within each scenario first, then over the 7 primary scenarios (degradation variants "
@@ -241,6 +283,7 @@ def render_report(
         "<p class='note'>pass^k: the chance that k reps of a cell all pass, estimated without bias from c "
         "passes in n valid reps as C(c,k)/C(n,k) (Yao et al., τ-bench); empty when n &lt; k.</p>",
         *_degradation_section(scores),
+        *_arms_section(scores, fig),
         "<h2 id='reps'>Every rep</h2>",
         fig(plots.rep_grid_figure(scores), "reps"),
     ]

@@ -176,3 +176,41 @@ def write_archive(root: Path | str, scores: pl.DataFrame) -> Archive:
         )
     archive.append_rows("scores", score_rows)
     return archive
+
+
+def simulate_arms(
+    arms: Mapping[str, Mapping[tuple[str, str], float]],
+    reps: int = 5,
+    seed: int = 0,
+    needless: Mapping[str, Mapping[tuple[str, str], float]] | None = None,
+) -> pl.DataFrame:
+    """A score frame of several arms recorded in one interleaved grid: frames.COLUMNS plus `arm`.
+
+    `arms` maps an arm's name to its true pass rates per (variant, model) cell; each arm gets its
+    own plugin hash ('sim-<arm>'). Reps are interleaved in a random order fixed by `seed` (their
+    `started_at`). With `needless` (arm -> cell -> rate), those cells are over-triggering
+    scenarios: their rows carry a boolean `needless` (null on every other row)."""
+    parts = []
+    for i, (arm, rates) in enumerate(arms.items()):
+        cells = {**rates, **{c: 1 - r for c, r in (needless or {}).get(arm, {}).items()}}
+        df = simulate_scores(cells, reps=reps, seed=seed * 1000 + i, plugin_hash=f"sim-{arm}")
+        parts.append(df.with_columns(arm=pl.lit(arm)))
+    out = pl.concat(parts)
+    rng = np.random.default_rng(seed)
+    t0 = dt.datetime(2026, 7, 3, tzinfo=dt.UTC)
+    # Interleave: rep r of every cell and arm runs in round r, in a shuffled order within the round.
+    order = out.select(pl.col("rep"), key=pl.Series(rng.random(out.height))).with_row_index("i")
+    order = order.sort(["rep", "key"]).with_row_index("pos").sort("i")
+    out = out.with_columns(started_at=pl.lit(t0) + pl.duration(minutes=pl.lit(order["pos"])))
+    if needless:
+        over = pl.lit(False)
+        for arm, over_cells in needless.items():
+            for variant, model in over_cells:
+                over = over | (
+                    (pl.col("arm") == arm) & (pl.col("variant") == variant) & (pl.col("model_alias") == model)
+                )
+        # An over-triggering run passes when it does nothing needless: needless = not passed.
+        out = out.with_columns(
+            needless=pl.when(over & pl.col("valid")).then(~pl.col("passed")).otherwise(None)
+        )
+    return out

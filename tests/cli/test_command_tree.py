@@ -57,6 +57,7 @@ def _mistakes(tmp: Path) -> dict[str, tuple[list[object], int, str]]:
             2,
             f"error: {missing} does not look like the fixture project",
         ),
+        "evalb compare": (["--archive", missing], 2, f"error: {missing} is not an evalb archive"),
         "evalb judge-check": (["--repeat", "0"], 2, "error: --repeat and --jobs must be at least 1"),
         "evalb manifest": (["--plugin-dir", missing], 2, f"error: --plugin-dir {missing} is not a directory"),
         "evalb manifest diff": ([missing], 2, f"error: cannot read manifest {missing}"),
