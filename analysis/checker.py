@@ -63,6 +63,7 @@ _RUN_COLUMNS_READ = (
     "outcome_detail",
     "reached_model",
     "plugin_name",
+    "arm",
 )
 _COMPARED = ("valid", "axis_a", "axis_b", "verdict", "reasons")
 
