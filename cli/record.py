@@ -523,9 +523,11 @@ def recover(archive: ArchiveOpt = paths.DEFAULT_ARCHIVE) -> None:
 @app.command()
 def migrate(archive: ArchiveOpt = paths.DEFAULT_ARCHIVE) -> None:
     """Bring an archive written by an older evalb up to this schema version."""
+    from evalb.archive import Archive
+
     refuse_inside_inputs("--archive", archive, None)
-    arch = existing_archive(archive)
-    before = arch.schema_version()
+    before = Archive(archive).schema_version() if Archive(archive).exists() else None
+    arch = existing_archive(archive)  # opening it writable migrates it
     arch.ensure()
     print(f"archive schema v{before} -> v{arch.schema_version()}", file=sys.stderr)
 
