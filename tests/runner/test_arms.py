@@ -98,7 +98,10 @@ def test_blocks_hold_every_arm_of_one_variant_model_rep() -> None:
     assert len({(b[0].variant, b[0].model, b[0].rep) for b in blocks}) == len(blocks)
     assert {b[0].arm for b in blocks} == {a.name for a in ARMS3}
     # the blocks are shuffled: not in plan order
-    plan = [(s.variant, s.model, s.rep) for s in expand(["all"], ["scripted:oracle", "scripted:oblivious"], 3, "h")]
+    plan = [
+        (s.variant, s.model, s.rep)
+        for s in expand(["all"], ["scripted:oracle", "scripted:oblivious"], 3, "h")
+    ]
     assert [(b[0].variant, b[0].model, b[0].rep) for b in blocks] != plan
 
 
@@ -165,14 +168,18 @@ def test_arm_identities_and_the_no_plugin_manifest(tmp_path: Path, wordings: dic
     }
 
 
-def test_a_grid_refuses_arms_recorded_with_other_frozen_parts(tmp_path: Path, wordings: dict[str, Path]) -> None:
+def test_a_grid_refuses_arms_recorded_with_other_frozen_parts(
+    tmp_path: Path, wordings: dict[str, Path]
+) -> None:
     """Adding reps to arms whose runs were recorded with another fixture is refused, naming the
     part; another rubric or rules (scoring-time parts) and a scenario added since are not."""
     arms = [Arm("low", wordings["low"]), Arm("none", None)]
     now = check_arms(arms, Archive(tmp_path / "fresh"))
     ok = Archive(tmp_path / "ok")
     _recorded(ok, "none", None, now["none"].frozen | {"judge_rubric": "0" * 64, "checker_rules": "1" * 64})
-    _recorded(ok, "low", arms[0].plugin_hash, {k: v for k, v in now["low"].frozen.items() if k != "scenario:R1"})
+    _recorded(
+        ok, "low", arms[0].plugin_hash, {k: v for k, v in now["low"].frozen.items() if k != "scenario:R1"}
+    )
     check_arms(arms, ok)
     bad = Archive(tmp_path / "bad")
     _recorded(bad, "none", None, now["none"].frozen | {"fixture": "0" * 64})
@@ -197,10 +204,15 @@ def test_cli_refusals_are_one_line_and_record_nothing(tmp_path: Path, wordings: 
     _recorded(archive, "none", None, now["none"].frozen | {"fixture": "0" * 64})
     before = sorted(p.name for p in (archive.root / "runs").iterdir())
     f = tmp_path / "grid.yaml"
-    f.write_text(f"scenarios: [R1]\nmodels: [scripted:oracle]\nplugins: {{low: {wordings['low']}, none: null}}\n")
+    f.write_text(
+        f"scenarios: [R1]\nmodels: [scripted:oracle]\nplugins: {{low: {wordings['low']}, none: null}}\n"
+    )
     cases = [
         ([f, "--archive", archive.root], "error: arm 'none': the frozen part 'fixture' differs"),
-        ([f, "--archive", archive.root, "--plugin-dir", REF], "names its plugins: and --plugin-dir names another"),
+        (
+            [f, "--archive", archive.root, "--plugin-dir", REF],
+            "names its plugins: and --plugin-dir names another",
+        ),
         ([f, "--archive", archive.root, "--seed", "-1"], "error: --seed -1 is negative"),
     ]
     for args, message in cases:
@@ -225,7 +237,9 @@ def test_a_wording_copy_puts_its_marker_in_the_hook_note(tmp_path: Path, wording
 
     assert wording_params(note(wordings["low"])) == {"p_consult": 0.2}
     assert wording_params(note(wordings["high"])) == {"p_consult": 0.9}
-    assert note(wordings["high"]).startswith("[os-adr] ") and "Always check docs/adr first." in note(wordings["high"])
+    assert note(wordings["high"]).startswith("[os-adr] ") and "Always check docs/adr first." in note(
+        wordings["high"]
+    )
     assert wording_params(note(REF)) == {}
     assert manifest.hash_tree(wordings["high"]) == manifest.hash_tree(wordings["high2"])
 

@@ -43,7 +43,9 @@ def test_three_arm_grid_records_interleaved_in_shards_and_scores(tmp_path: Path)
         assert out.returncode == 0, out.stderr
         assert f"seed {SEED}" in out.stderr and f"shard {shard}:" in out.stderr
     again = _record(grid, "--archive", archive, "--jobs", 2)  # a fresh seed: the same slots
-    assert again.returncode == 0 and "recorded 0 reps" in again.stderr and "6 of 6 slots already" in again.stderr
+    assert (
+        again.returncode == 0 and "recorded 0 reps" in again.stderr and "6 of 6 slots already" in again.stderr
+    )
 
     runs = pl.read_parquet(str(archive / "runs" / "*.parquet")).sort("started_at")
     opts = [json.loads(o) for o in runs["options_json"]]
@@ -53,7 +55,9 @@ def test_three_arm_grid_records_interleaved_in_shards_and_scores(tmp_path: Path)
     assert runs.height == 6 and {o["grid_seed"] for o in opts} == {SEED}
     assert runs["outcome"].to_list() == ["completed"] * 6
     assert sorted(runs["arm"].to_list()) == ["candidate"] * 2 + ["current"] * 2 + ["none"] * 2
-    assert len(set(runs["slot"])) == 6 and all(s.endswith("|" + a) for s, a in runs.select("slot", "arm").rows())
+    assert len(set(runs["slot"])) == 6 and all(
+        s.endswith("|" + a) for s, a in runs.select("slot", "arm").rows()
+    )
     # every arm of one rep is in one shard, and each shard ran its slots in the grid's order
     assert runs.group_by("rep").agg(pl.col("shard").n_unique())["shard"].to_list() == [1, 1]
     for shard in ("0/2", "1/2"):
@@ -71,7 +75,10 @@ def test_three_arm_grid_records_interleaved_in_shards_and_scores(tmp_path: Path)
 
     score(archive)
     scores = Archive(archive).latest_scores().join(runs.select("run_id", "arm"), on="run_id")
-    got = {a: sorted(scores.filter(pl.col("arm") == a)["axis_a"].to_list()) for a in ("current", "candidate", "none")}
+    got = {
+        a: sorted(scores.filter(pl.col("arm") == a)["axis_a"].to_list())
+        for a in ("current", "candidate", "none")
+    }
     assert scores["valid"].to_list() == [True] * 6, scores["reasons"].to_list()
     # the wording drives the scripted agent: p_consult=1 always consults, 0 and no plugin never
     assert got == {"current": [False, False], "candidate": [True, True], "none": [False, False]}

@@ -7,6 +7,7 @@ import hashlib
 import random
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -26,7 +27,10 @@ def _random_grid(rng: random.Random) -> tuple[list[str], list[str], list[int], l
     models = rng.sample(MODELS, rng.randint(1, len(MODELS)))
     start = rng.choice([0, 0, 5, 30])
     reps = list(range(start, start + rng.randint(1, 12)))
-    arms = [Arm(n, paths.REFERENCE_PLUGIN if n != "none" else None) for n in rng.sample(["a", "b", "c", "none"], rng.randint(1, 4))]
+    arms = [
+        Arm(n, paths.REFERENCE_PLUGIN if n != "none" else None)
+        for n in rng.sample(["a", "b", "c", "none"], rng.randint(1, 4))
+    ]
     return variants, models, reps, arms
 
 
@@ -63,7 +67,9 @@ def test_the_hash_is_sha256_and_stable_across_processes() -> None:
     sha256 of 'variant|model|rep' modulo N."""
     digest = hashlib.sha256(b"R1|scripted:oracle|3").digest()
     assert shard_of("R1", "scripted:oracle", 3, 7) == int.from_bytes(digest[:8], "big") % 7
-    code = "from runner.shard import shard_of; print([shard_of('R2', m, r, 5) for m in 'ab' for r in range(9)])"
+    code = (
+        "from runner.shard import shard_of; print([shard_of('R2', m, r, 5) for m in 'ab' for r in range(9)])"
+    )
     here = [shard_of("R2", m, r, 5) for m in "ab" for r in range(9)]
     for seed in ("1", "2"):
         out = subprocess.run(
@@ -123,10 +129,12 @@ def test_shard_from_the_environment() -> None:
         assert message in err.value.one_line(), env
 
 
-def test_cli_shard_mistakes_are_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_cli_shard_mistakes_are_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     archive = tmp_path / "a"
     res = call("evalb-record", "run", "R1", "scripted:oracle", "--archive", archive, "--shard", "5/2")
-    assert res.code == 2 and res.lines[0].startswith("error: --shard 5/2: shard index 5 is not in 0..1"), res.err
+    assert res.code == 2 and res.lines[0].startswith("error: --shard 5/2: shard index 5 is not in 0..1"), (
+        res.err
+    )
     monkeypatch.setenv("JOB_COMPLETION_COUNT", "4")
     monkeypatch.delenv("JOB_COMPLETION_INDEX", raising=False)
     grid = tmp_path / "g.yaml"
