@@ -234,12 +234,28 @@ def expand_arms(
     'default' and add the arm's name for any other."""
     indices = _rep_indices(reps)
     variants = _variants_checked(scenarios, models)
+    return _interleave([(v, m, r) for m in models for v in variants for r in indices], arms, seed)
+
+
+def expand_cells(
+    cells: Sequence[tuple[str, str, Sequence[int]]], arms: Sequence[Arm], seed: int
+) -> list[Slot]:
+    """Slots for chosen cells only, each (variant, model, rep indices), every arm, interleaved as
+    `expand_arms` does: what a later round runs to add reps where they are needed, e.g.
+    `run_grid(expand_cells([("R1", "haiku", range(10, 14))], arms, seed), archive, options, arms=arms)`."""
+    blocks: list[tuple[str, str, int]] = []
+    for variant, model, reps in cells:
+        v = _variants_checked([variant], [model])[0]
+        blocks += [(v, model, r) for r in _rep_indices(reps) if (v, model, r) not in blocks]
+    return _interleave(blocks, arms, seed)
+
+
+def _interleave(blocks: list[tuple[str, str, int]], arms: Sequence[Arm], seed: int) -> list[Slot]:
     names = [a.name for a in arms]
     if not arms or len(set(names)) != len(names):
         raise UsageError(f"a grid needs arms with distinct names, got {names}")
     hashes = {a.name: a.plugin_hash for a in arms}
     rng = random.Random(seed)
-    blocks = [(v, m, r) for m in models for v in variants for r in indices]
     rng.shuffle(blocks)
     slots: list[Slot] = []
     for v, m, r in blocks:

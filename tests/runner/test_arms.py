@@ -133,6 +133,25 @@ def test_later_rounds_name_their_rep_indices() -> None:
     assert {s.rep for s in expand(["R1"], ["scripted:oracle"], [5, 6], "h")} == {5, 6}
 
 
+def test_chosen_cells_get_more_reps_interleaved() -> None:
+    """`expand_cells`: only the cells named, each with its own rep indices, every arm, in blocks."""
+    from runner.grid import expand_cells
+
+    slots = expand_cells(
+        [("R1", "scripted:oracle", range(4, 6)), ("R2", "scripted:oblivious", [9])], ARMS3, 2
+    )
+    assert sorted({(s.variant, s.model, s.rep) for s in slots}) == [
+        ("R1", "scripted:oracle", 4),
+        ("R1", "scripted:oracle", 5),
+        ("R2", "scripted:oblivious", 9),
+    ]
+    assert len(slots) == 9 and [s.position for s in slots] == list(range(9))
+    for i in range(0, 9, 3):
+        assert len({(s.variant, s.rep) for s in slots[i : i + 3]}) == 1
+    with pytest.raises(UsageError, match="unknown"):
+        expand_cells([("R99", "scripted:oracle", [0])], ARMS3, 2)
+
+
 def test_duplicate_arm_names_are_refused() -> None:
     with pytest.raises(UsageError, match="distinct names"):
         expand_arms(["R1"], ["scripted:oracle"], 1, [Arm("a", REF), Arm("a", None)], seed=1)
