@@ -328,12 +328,17 @@ def _recorded_arms(archive: Archive, names: set[str]) -> list[tuple[str, str | N
         return []
     import polars as pl
 
-    runs = archive.read("runs", columns=["arm", "plugin_hash", "manifest_json", "source"])
-    runs = runs.filter(
-        pl.col("arm").is_in(sorted(names - {DEFAULT_ARM}))
-        & (pl.col("source") == "record")
-        & pl.col("manifest_json").is_not_null()
-    ).unique(["arm", "plugin_hash", "manifest_json"], keep="first", maintain_order=True)
+    runs = (
+        archive.scan("runs")
+        .select("arm", "plugin_hash", "manifest_json", "source")
+        .filter(
+            pl.col("arm").is_in(sorted(names - {DEFAULT_ARM}))
+            & (pl.col("source") == "record")
+            & pl.col("manifest_json").is_not_null()
+        )
+        .unique(["arm", "plugin_hash", "manifest_json"], keep="first", maintain_order=True)
+        .collect()
+    )
     return [(r["arm"], r["plugin_hash"], json.loads(r["manifest_json"])) for r in runs.iter_rows(named=True)]
 
 
