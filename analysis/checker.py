@@ -63,6 +63,7 @@ _RUN_COLUMNS_READ = (
     "outcome_detail",
     "reached_model",
     "plugin_name",
+    "arm",
 )
 _COMPARED = ("valid", "axis_a", "axis_b", "verdict", "reasons")
 
@@ -290,6 +291,8 @@ def connect_frames(
 ) -> duckdb.DuckDBPyConnection:
     """The rule connection over given input frames (what `rule_connection` loads from an archive;
     tests pass frames built in memory): inputs and scenario tables loaded, rules run up to `upto`."""
+    if "arm" not in runs.columns:  # a frame built without arms (schema v3): the one plugin's arm
+        runs = runs.with_columns(arm=pl.lit("default"))
     con = duckdb.connect()
     con.execute("SET preserve_insertion_order = false")
     con.execute("SET enable_progress_bar = false")

@@ -35,6 +35,7 @@ SCORE_COLUMNS: tuple[str, ...] = (
 )
 #: Columns joined in from the runs table (RunRecord).
 RUN_COLUMNS: tuple[str, ...] = (
+    "arm",
     "cost_usd",
     "duration_ms",
     "input_tokens",

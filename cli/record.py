@@ -20,6 +20,7 @@ from evalb.errors import ArchiveError, BudgetError, HarnessError, PolicyError, U
 if TYPE_CHECKING:  # the libraries are imported where used: --help and refusals start fast
     from evalb.archive import Archive
     from evalb.schema import RunRecord
+    from runner.grid import Arm
     from runner.limits import Limits
     from runner.record import RecordOptions
 
@@ -53,6 +54,15 @@ BreakerOpt = Annotated[
         "--breaker",
         help="Stop the grid after this many reps in a row fail the same way before reaching the model "
         "(e.g. no network, a bad key); 0 = never.",
+    ),
+]
+ShardOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--shard",
+        help="Record only shard I of N (0-based, e.g. 0/4): a stable hash of variant|model|rep picks "
+        "each slot's shard, every arm of it alike. Default: JOB_COMPLETION_INDEX/JOB_COMPLETION_COUNT "
+        "if set, else the whole grid.",
     ),
 ]
 RetriesOpt = Annotated[
@@ -294,15 +304,21 @@ def _record(
     breaker: int = 5,
     budget_usd: float | None = None,
     dry_run: bool = False,
+    *,
+    arms: list[Arm] | None = None,
+    seed: int | None = None,
+    shard: str | None = None,
 ) -> None:
     from evalb.archive import Archive
     from runner import budget as budget_mod
     from runner import grid as grid_mod
+    from runner import shard as shard_mod
 
     if breaker < 0:
         raise UsageError(f"--breaker {breaker} is negative", hint="give a count, or 0 to never stop early")
-
-    refuse_inside_inputs("--archive", archive, options.plugin_dir)
+    part = shard_mod.resolve_shard(shard)
+    for plugin in [options.plugin_dir] if arms is None else [a.plugin_dir for a in arms]:
+        refuse_inside_inputs("--archive", archive, plugin)
     refuse_foreign_folder(archive)
     check_models(models)
     if results is not None and results.is_dir():
@@ -311,14 +327,27 @@ def _record(
         )
     _positive("--budget-usd", budget_usd, "20")
     arch = Archive(archive)
-    slots = grid_mod.expand(scenarios, models, reps, grid_mod.plugin_hash_of(options.plugin_dir))
+    if arms is None and seed is None:
+        slots = grid_mod.expand(scenarios, models, reps, grid_mod.plugin_hash_of(options.plugin_dir) or "")
+    else:
+        arms = arms or [grid_mod.Arm(options.arm, options.plugin_dir)]
+        seed = grid_mod.new_seed() if seed is None else seed
+        slots = grid_mod.expand_arms(scenarios, models, reps, arms, seed)
+        names = ", ".join(a.name for a in arms)
+        print(
+            f"arms {names} interleaved in the order of seed {seed} (recorded on every run)", file=sys.stderr
+        )
+    planned = len(slots)
+    slots = shard_mod.select(slots, part)
+    if part is not None:
+        print(f"shard {part}: {len(slots)} of the grid's {planned} slots", file=sys.stderr)
     if dry_run:  # reads the archive if there is one; writes nothing, not even the archive folder
         if jobs < 1:
             raise UsageError(f"--jobs must be at least 1, got {jobs}")
         print(budget_mod.plan(slots, arch, jobs=jobs, budget_usd=budget_usd))
         return
     # every refusal comes before the archive is created or touched
-    grid_mod.preflight(slots, arch, options)
+    grid_mod.preflight(slots, arch, options, arms or ())
     if results is not None:
         try:
             results.parent.mkdir(parents=True, exist_ok=True)
@@ -339,6 +368,9 @@ def _record(
         breaker=breaker,
         progress_stream=sys.stderr,
         budget=budget,
+        arms=arms or (),
+        seed=seed,
+        shard=None if part is None else str(part),
     )
     outcomes: dict[str, int] = {}
     for r in report.recorded:
@@ -394,6 +426,7 @@ def run(
     keep_sandboxes: KeepOpt = False,
     max_api_retries: RetriesOpt = 6,
     breaker: BreakerOpt = 5,
+    shard: ShardOpt = None,
     inject_fault: FaultOpt = None,
     mem_limit: MemOpt = "4G",
     pids_limit: PidsOpt = "512",
@@ -433,18 +466,34 @@ def run(
         breaker,
         budget_usd,
         dry_run,
+        shard=shard,
     )
 
 
 @app.command()
 def grid(
-    grid_file: Annotated[Path, typer.Argument(help="YAML with scenarios:, models:, reps:.")],
+    grid_file: Annotated[
+        Path, typer.Argument(help="YAML with scenarios:, models:, reps: (and plugins:, seed: for arms).")
+    ],
     reps: Annotated[
         int | None, typer.Option(help="Repetitions per cell (overrides the file's reps:).")
     ] = None,
     jobs: Annotated[int, typer.Option(help="Reps run in parallel.")] = 1,
     archive: ArchiveOpt = paths.DEFAULT_ARCHIVE,
-    plugin_dir: PluginOpt = paths.REFERENCE_PLUGIN,
+    plugin_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--plugin-dir",
+            help="Plugin under test, for a grid file without plugins: (default: the reference os-adr plugin).",
+        ),
+    ] = None,
+    seed: Annotated[
+        int | None,
+        typer.Option(
+            help="Seed of the arms' interleaved order (overrides the file's seed:); drawn and recorded if absent."
+        ),
+    ] = None,
+    shard: ShardOpt = None,
     results: Annotated[Path | None, typer.Option(help="Append scored TSV rows to this file.")] = None,
     client: ClientOpt = None,
     timeout: TimeoutOpt = None,
@@ -468,9 +517,19 @@ def grid(
     from runner import grid as grid_mod
 
     spec = grid_mod.load_grid_file(grid_file)
+    if spec.plugins is not None and plugin_dir is not None:
+        raise UsageError(
+            f"grid file {grid_file} names its plugins: and --plugin-dir names another",
+            hint="drop --plugin-dir, or the plugins: mapping",
+        )
+    if seed is not None and seed < 0:
+        raise UsageError(f"--seed {seed} is negative", hint="give a whole number, 0 or more")
+    arms = None if spec.plugins is None else grid_mod.arms_from(spec.plugins, grid_file.parent)
+    for arm in arms or []:
+        refuse_inside_inputs("--workdir", workdir, arm.plugin_dir)
     limits = _limits(mem_limit, pids_limit, tmp_size, file_size_limit)
     opts = _options(
-        plugin_dir,
+        plugin_dir or paths.REFERENCE_PLUGIN,
         client,
         timeout,
         confine,
@@ -495,6 +554,9 @@ def grid(
         breaker,
         budget_usd,
         dry_run,
+        arms=arms,
+        seed=spec.seed if seed is None else seed,
+        shard=shard,
     )
 
 
@@ -544,9 +606,11 @@ def recover(archive: ArchiveOpt = paths.DEFAULT_ARCHIVE) -> None:
 @app.command()
 def migrate(archive: ArchiveOpt = paths.DEFAULT_ARCHIVE) -> None:
     """Bring an archive written by an older evalb up to this schema version."""
+    from evalb.archive import Archive
+
     refuse_inside_inputs("--archive", archive, None)
-    arch = existing_archive(archive)
-    before = arch.schema_version()
+    before = Archive(archive).schema_version() if Archive(archive).exists() else None
+    arch = existing_archive(archive)  # opening it writable migrates it
     arch.ensure()
     print(f"archive schema v{before} -> v{arch.schema_version()}", file=sys.stderr)
 

@@ -102,6 +102,7 @@ _OWN_ENTRIES = frozenset({*TABLES, "inflight", "locks", "quarantine"})
 #: Columns of `latest_scores` taken from the runs table (after every ScoreRecord column).
 LATEST_RUN_COLUMNS: tuple[str, ...] = (
     "model_id",
+    "arm",
     "outcome",
     "started_at",
     "duration_ms",

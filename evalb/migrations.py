@@ -106,3 +106,14 @@ def _v1_to_v2(root: Path) -> None:
 
 
 MIGRATIONS[1] = ("v1-to-v2-capture-without-git", _v1_to_v2)
+
+
+# --- v2 -> v3: arms (runs gain `arm`; every v2 run belonged to the one plugin its grid named). -----
+def _v2_to_v3(root: Path) -> None:
+    from evalb.schema import TABLES
+
+    for table in TABLES:
+        add_missing_columns(root, table)
+
+
+MIGRATIONS[2] = ("v2-to-v3-arms", _v2_to_v3)

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 if TYPE_CHECKING:  # polars is imported where a frame is built: commands that never build one start faster
     import polars as pl
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 Outcome = Literal[
     "completed", "timeout", "crashed", "client_error", "interrupted", "resource_limit", "harness_error",
@@ -41,7 +41,8 @@ class RunRecord(Record):
     schema_version: int = Field(description="Archive schema version this row was written with.")
     slot: str = Field(
         description=(
-            "Slot key: 'variant|model|plugin_hash[:16]|rep' for recorded runs, "
+            "Slot key: 'variant|model|plugin_hash[:16]|rep' for recorded runs of the 'default' arm, "
+            "the same plus '|arm' for a named arm (plugin_hash 'no-plugin' for a no-plugin arm), "
             "'import|variant|model|sha256[:16]' for imports; resume skips filled slots."
         )
     )
@@ -76,6 +77,12 @@ class RunRecord(Record):
     plugin_version: str | None = Field(description="Version from the plugin's plugin.json.")
     plugin_hash: str | None = Field(description="Content hash of the plugin directory under test.")
     plugin_dir: str | None = Field(description="Path of the plugin directory under test.")
+    arm: str = Field(
+        default="default",
+        description="The grid arm this run belongs to: a name from the grid file's `plugins:` mapping, "
+        "or 'default' for a grid or run naming one plugin (and for imports). A no-plugin arm has "
+        "plugin_name/plugin_hash/plugin_dir null (docs/runner.md, Arms).",
+    )
     fixture_hash: str | None = Field(description="Content hash of fixture/project (graph excluded).")
     scenario_hash: str | None = Field(description="Content hash of the scenario file.")
     rubric_hash: str | None = Field(description="Content hash of judge-rubric.md.")

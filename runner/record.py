@@ -32,12 +32,20 @@ from runner.limits import Limits, RepGuard
 from runner.scripted.policies import RepContext, parse_model
 from runner.scripted.server import Fault, ModelServer
 
+#: The arm of a grid or run naming one plugin (and of every run recorded before arms existed).
+DEFAULT_ARM = "default"
+#: The plugin-hash field of the slot key of a no-plugin arm.
+NO_PLUGIN = "no-plugin"
+
 
 @dataclass
 class RecordOptions:
     """How reps are run; the same for every rep of a grid."""
 
-    plugin_dir: Path = field(default_factory=lambda: paths.REFERENCE_PLUGIN)
+    #: the plugin under test; None = a no-plugin arm (the client runs without --plugin-dir)
+    plugin_dir: Path | None = field(default_factory=lambda: paths.REFERENCE_PLUGIN)
+    #: the grid arm these reps belong to (runs.arm); 'default' for a grid naming one plugin
+    arm: str = DEFAULT_ARM
     client: Path = field(default_factory=paths.client_binary)
     timeout: float | None = None  # default: 180 s scripted, 900 s real
     confine: bool = True
@@ -59,24 +67,32 @@ class RecordOptions:
 
 @dataclass(frozen=True)
 class Identity:
-    """What every rep of a grid shares: the plugin's identity and the frozen-part hashes.
+    """What every rep of an arm shares: the plugin's identity (None for a no-plugin arm) and the
+    frozen-part hashes (the plugin part: the arm's plugin, or 'none').
 
-    Computed once per grid (hashing the fixture and plugin trees costs tens of ms), not per rep."""
+    Computed once per arm of a grid (hashing the fixture and plugin trees costs tens of ms), not per rep."""
 
-    plugin_name: str
-    plugin_version: str
-    plugin_hash: str
+    plugin_name: str | None
+    plugin_version: str | None
+    plugin_hash: str | None
     frozen: dict[str, str]
 
 
 def identity(options: RecordOptions) -> Identity:
+    if options.plugin_dir is None:
+        frozen = manifest.frozen_manifest() | {"plugin": "none"}
+        return Identity(None, None, None, frozen)
     name, version, digest = manifest.plugin_identity(options.plugin_dir)
-    return Identity(name, version, digest, manifest.frozen_manifest())
+    return Identity(name, version, digest, manifest.frozen_manifest(plugin_dir=options.plugin_dir))
 
 
-def slot_key(variant: str, model: str, plugin_hash: str, rep: int) -> str:
-    """The grid slot a rep fills; resuming skips slots that already hold a finished run."""
-    return f"{variant}|{model}|{plugin_hash[:16]}|{rep}"
+def slot_key(variant: str, model: str, plugin_hash: str | None, rep: int, arm: str = DEFAULT_ARM) -> str:
+    """The grid slot a rep fills; resuming skips slots that already hold a finished run.
+
+    The 'default' arm keeps the key of the runs recorded before arms existed; a named arm adds its
+    name, so two arms with identical plugin directories are distinct slots."""
+    key = f"{variant}|{model}|{(plugin_hash or NO_PLUGIN)[:16]}|{rep}"
+    return key if arm == DEFAULT_ARM else f"{key}|{arm}"
 
 
 @functools.cache
@@ -114,13 +130,15 @@ def record_rep(
     attempt: int = 1,
     ident: Identity | None = None,
     stop: threading.Event | None = None,
+    plan: dict[str, object] | None = None,
 ) -> RunRecord:
     """Record one rep into `archive` and return its committed run row.
 
     `stop` set (Ctrl-C in a grid) ends the rep at once; it is committed as `interrupted` with
     every line it had. Anything raised while building, capturing or committing the rep is recorded
     on it as outcome `harness_error` (the reason in `outcome_detail`, its lines kept) instead of
-    propagating; such a run does not fill its slot, so a rerun tries the rep again."""
+    propagating; such a run does not fill its slot, so a rerun tries the rep again. `plan` (the
+    grid's seed and the rep's position in its order) is stored in the run's options_json."""
     scenario, variant = resolve_variant(variant_id)
     ident = ident or identity(options)
     scripted = model.startswith("scripted:")
@@ -180,7 +198,7 @@ def record_rep(
             "--verbose",
             "--model", model,
             "--dangerously-skip-permissions",
-            "--plugin-dir", str(options.plugin_dir.resolve()),
+            *(["--plugin-dir", str(options.plugin_dir.resolve())] if options.plugin_dir else []),
             *limit_args(options.max_turns, options.max_budget_usd),
             scenario.task_prompt(),
         ]  # fmt: skip
@@ -189,13 +207,14 @@ def record_rep(
             sandbox=sandbox_dir,
             home=home,
             confine=options.confine,
-            keep_visible=[options.client, install_dir(options.client), options.plugin_dir]
+            keep_visible=[options.client, install_dir(options.client)]
+            + ([options.plugin_dir] if options.plugin_dir else [])
             + ([sock.parent] if no_net else []),
             tmp_size=options.limits.tmp,
             unshare_net=no_net,
         )
         guard.open()
-        run = _run_row(scenario, variant, model, rep, attempt, options, ident, confinement, cred_note)
+        run = _run_row(scenario, variant, model, rep, attempt, options, ident, confinement, cred_note, plan)
         opts = json.loads(run.options_json) | {
             "credential_mode": "proxy" if proxy is not None else "env",
             "network": options.network,
@@ -239,7 +258,7 @@ def record_rep(
         # kept), which does not fill its slot, and the grid goes on
         detail = f"harness error while {stage}: {type(e).__name__}: {' '.join(str(e).split())}"[:400]
         row = final or _run_row(
-            scenario, variant, model, rep, attempt, options, ident, confinement, cred_note
+            scenario, variant, model, rep, attempt, options, ident, confinement, cred_note, plan
         )
         row = row.model_copy(update={"outcome": "harness_error", "outcome_detail": detail})
         if inflight is not None:
@@ -274,6 +293,7 @@ def _run_row(
     ident: Identity,
     confinement: str,
     cred_note: str,
+    plan: dict[str, object] | None = None,
 ) -> RunRecord:
     """The rep's run row as known before its client starts (committed as is if the rep never ends)."""
     frozen = ident.frozen
@@ -285,11 +305,12 @@ def _run_row(
         "max_turns": options.max_turns,
         "max_budget_usd": options.max_budget_usd,
         "faults": [f.__dict__ | {"hits": 0} for f in options.faults] if options.faults else [],
+        **(plan or {}),
     }
     return run_record(
         TranscriptSummary(),  # nothing seen yet
         run_id=uuid.uuid4().hex,
-        slot=slot_key(variant.id, model, ident.plugin_hash, rep),
+        slot=slot_key(variant.id, model, ident.plugin_hash, rep, options.arm),
         source="record",
         scenario=scenario.id,
         variant=variant.id,
@@ -306,7 +327,8 @@ def _run_row(
         plugin_name=ident.plugin_name,
         plugin_version=ident.plugin_version,
         plugin_hash=ident.plugin_hash,
-        plugin_dir=str(options.plugin_dir.resolve()),
+        plugin_dir=str(options.plugin_dir.resolve()) if options.plugin_dir else None,
+        arm=options.arm,
         fixture_hash=frozen.get("fixture"),
         scenario_hash=scenario.sha256,
         rubric_hash=frozen.get("judge_rubric"),

@@ -17,6 +17,11 @@
 -- --max-budget-usd) is scored as it stands, like a timeout while the agent worked: the limit is
 -- part of the recorded configuration (options_json), and dropping such reps would raise the pass
 -- rate of a wording that makes agents run long (the verdict's reasons name the limit).
+-- Per arm: a run of a no-plugin arm (a named arm, runs.arm <> 'default', recorded without a plugin:
+-- plugin_hash NULL) is the baseline. No hook note is expected there; instead any SessionStart
+-- hook_response makes it invalid (something hooked into a session that should have had no plugin, so
+-- it is no baseline). Everything else applies to every arm alike, and a valid no-plugin run is scored
+-- on both axes. A 'default' run without a plugin identity (an import) still needs the '[os-adr]' note.
 CREATE OR REPLACE TEMP VIEW valid_run AS
 WITH hook_lines AS (
     -- The plugin's note: a successful SessionStart hook_response whose context carries the marker the
@@ -32,6 +37,9 @@ WITH hook_lines AS (
     FROM events e JOIN runs r ON r.run_id = e.run_id
     WHERE e.type = 'system' AND e.subtype = 'hook_response'
       AND json_extract_string(e.raw, '$.hook_event') = 'SessionStart'
+),
+no_plugin AS (
+    SELECT run_id FROM runs WHERE arm <> 'default' AND plugin_hash IS NULL
 ),
 hooks AS (
     SELECT run_id,
@@ -61,15 +69,18 @@ SELECT
 FROM runs r
 LEFT JOIN scenario_meta m ON m.variant = r.variant
 LEFT JOIN hooks h ON h.run_id = r.run_id
-LEFT JOIN turns t ON t.run_id = r.run_id,
+LEFT JOIN turns t ON t.run_id = r.run_id
+LEFT JOIN no_plugin np ON np.run_id = r.run_id,
 LATERAL (SELECT CASE
     WHEN m.variant IS NULL THEN 'unknown variant ' || r.variant || ' (no scenario file defines it)'
     WHEN r.outcome = 'interrupted' THEN 'interrupted: the recorder stopped before the rep ended'
     WHEN r.outcome = 'resource_limit' THEN 'resource_limit: ' || coalesce(r.outcome_detail, 'a per-rep limit was reached')
     WHEN r.outcome NOT IN ('completed', 'timeout', 'turn_limit', 'budget_limit') THEN r.outcome || ': ' || coalesce(r.outcome_detail, 'no detail')
-    WHEN h.any_seq IS NULL THEN 'no SessionStart hook_response: the hook note never reached the model'
-    WHEN h.ok_seq IS NULL AND h.failed_seq IS NOT NULL THEN 'SessionStart hook failed (seq ' || h.failed_seq || ')'
-    WHEN h.ok_seq IS NULL THEN 'no SessionStart hook note from the plugin (' || h.marker || ' marker): the hook_response at seq '
+    WHEN np.run_id IS NOT NULL AND h.any_seq IS NOT NULL THEN 'a SessionStart hook ran (seq ' || h.any_seq
+        || ') in a run of the no-plugin arm ' || r.arm || ': it is no baseline'
+    WHEN np.run_id IS NULL AND h.any_seq IS NULL THEN 'no SessionStart hook_response: the hook note never reached the model'
+    WHEN np.run_id IS NULL AND h.ok_seq IS NULL AND h.failed_seq IS NOT NULL THEN 'SessionStart hook failed (seq ' || h.failed_seq || ')'
+    WHEN np.run_id IS NULL AND h.ok_seq IS NULL THEN 'no SessionStart hook note from the plugin (' || h.marker || ' marker): the hook_response at seq '
         || h.any_seq || ' does not carry it'
     WHEN t.first_assistant IS NULL OR NOT coalesce(r.reached_model, TRUE) THEN r.outcome || ' before the model''s first turn'
     WHEN r.outcome = 'completed' AND t.last_result IS NULL THEN 'completed without a result event'

@@ -174,11 +174,30 @@ def oblivious(ctx: RepContext, obs: Observation) -> Program:
     )
 
 
+#: A wording's stand-in: probabilities a (test) plugin's SessionStart note carries, e.g.
+#: "[evalb-scripted p_consult=0.9]"; `stochastic` takes them over the model's own parameters, so
+#: the plugin's wording, as it reaches the model, drives the scripted agent (docs/runner.md, Arms).
+WORDING_MARKER = re.compile(r"\[evalb-scripted((?:\s+p_[a-z]+=(?:0|1|0?\.\d+|1\.0+))+)\s*\]")
+
+
+def wording_params(note: str | None) -> dict[str, float]:
+    """The probabilities a SessionStart note's wording marker sets (unknown names are ignored)."""
+    m = WORDING_MARKER.search(note or "")
+    if not m:
+        return {}
+    pairs = (item.split("=") for item in m.group(1).split())
+    return {k: float(v) for k, v in pairs if k in PARAMS and k != "seed"}
+
+
 def stochastic(ctx: RepContext, obs: Observation) -> Program:
-    """Consults with p_consult; then cites correctly with p_cite (R) or records / proposes (W)."""
+    """Consults with p_consult; then cites correctly with p_cite (R) or records / proposes (W).
+
+    A wording marker in the SessionStart note (`wording_params`) overrides the model's parameters.
+    The draws depend on the rep's seed only, so the arms of one (variant, model, rep) share them."""
     hints = _need_hints(ctx)
     rng = random.Random(ctx.seed)
     p = {"p_consult": 0.7, "p_cite": 0.8, "p_record": 0.5, "p_propose": 0.3, **ctx.params}
+    p |= wording_params(obs.hook_note)
     consult, u = rng.random() < p["p_consult"], rng.random()
     if not consult:
         yield from oblivious(ctx, obs)

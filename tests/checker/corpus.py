@@ -49,11 +49,12 @@ class Case:
 
 def load_cases(cases_dir: Path = CASES_DIR) -> list[Case]:
     """Every case of every prose rule's cases file (texts of the agent). Axis (a)'s tool-call cases
-    (`consulted.yaml`) have their own driver, tests/checker/test_consulted_cases.py."""
+    (`consulted.yaml`) and validity's per-arm cases (`valid_run.yaml`) have their own drivers,
+    tests/checker/test_consulted_cases.py and tests/runner/test_arms_validity.py."""
     out = []
     for path in sorted(cases_dir.glob("*.yaml")):
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-        if path.stem == "consulted":
+        if path.stem in ("consulted", "valid_run"):
             continue
         for n, c in enumerate(doc["cases"]):
             text = c["text"]

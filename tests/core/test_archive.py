@@ -28,7 +28,7 @@ def _run(run_id: str = "r1") -> RunRecord:
         variant="R1", model_alias="haiku", rep=0, attempt=1, started_at=dt.datetime.now(dt.UTC),
         outcome="interrupted", outcome_detail="", reached_model=False, hook_seen=False, client_path="claude",
         api_retries=0, confinement="bwrap", stderr="", n_lines=0, n_malformed=0, recorder_version="0",
-        host="h", options_json="{}",
+        host="h", options_json="{}", arm="default",
     )  # fmt: skip
     return run_record(**fields)
 

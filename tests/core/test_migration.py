@@ -1,5 +1,6 @@
-"""Archive schema v1 -> v2 on a real v1 archive (tests/core/golden/archive-v1: W1 and R2 ×
-scripted:oracle recorded and scored by evalb at schema v1, with git-status artifacts)."""
+"""Archive migrations on a real v1 archive (tests/core/golden/archive-v1: W1 and R2 ×
+scripted:oracle recorded and scored by evalb at schema v1, with git-status artifacts): v1 -> v2 ->
+v3, and v2 -> v3 on the same archive as v2 wrote it (no `arm` column)."""
 
 from __future__ import annotations
 
@@ -39,15 +40,18 @@ def test_v1_archive_is_refused_until_migrated(v1: Path) -> None:
     assert "evalb-record migrate" in err.value.one_line()
 
 
-def test_migrate_cli_brings_v1_to_v2_dropping_nothing(v1: Path) -> None:
+V1_TO_V3 = ["v1-to-v2-capture-without-git", "v2-to-v3-arms"]
+
+
+def test_migrate_cli_brings_v1_to_v3_dropping_nothing(v1: Path) -> None:
     before = {
         t: pl.read_parquet(str(v1 / t / "*.parquet")) for t in ("runs", "events", "artifacts", "scores")
     }
     out = subprocess.run([EXE, "migrate", "--archive", v1], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     marker = json.loads((v1 / "archive.json").read_text())
-    assert marker["schema_version"] == SCHEMA_VERSION == 2
-    assert [m["name"] for m in marker["migrations"]] == ["v1-to-v2-capture-without-git"]
+    assert marker["schema_version"] == SCHEMA_VERSION == 3
+    assert [m["name"] for m in marker["migrations"]] == V1_TO_V3
     con = connect(v1)  # readable now
     for table, old in before.items():
         new = pl.read_parquet(str(v1 / table / "*.parquet"))
@@ -61,7 +65,9 @@ def test_migrate_cli_brings_v1_to_v2_dropping_nothing(v1: Path) -> None:
     assert ("??", "file", "added") in pairs and (" M", "file", "modified") in pairs
     assert (None, "git_status", None) in pairs and (None, "file", "unchanged") in pairs
     assert arts["flags"].to_list() == [[]] * arts.height
-    assert pl.read_parquet(str(v1 / "runs" / "*.parquet"))["capture_json"].null_count() == 2
+    runs = pl.read_parquet(str(v1 / "runs" / "*.parquet"))
+    assert runs["capture_json"].null_count() == 2
+    assert runs["arm"].to_list() == ["default", "default"]
 
 
 def test_migration_is_idempotent_and_finishes_a_half_done_run(v1: Path) -> None:
@@ -69,7 +75,7 @@ def test_migration_is_idempotent_and_finishes_a_half_done_run(v1: Path) -> None:
     not rewritten; then again: nothing is rewritten at all."""
     assert migrations.add_missing_columns(v1, "artifacts") == 2
     done = _bytes(v1)
-    assert migrations.migrate(v1, 1) == ["v1-to-v2-capture-without-git"]
+    assert migrations.migrate(v1, 1) == V1_TO_V3
     after = _bytes(v1)
     assert {k: v for k, v in after.items() if k.startswith("artifacts/")} == {
         k: v for k, v in done.items() if k.startswith("artifacts/")
@@ -129,3 +135,39 @@ def test_v1_codes_map_to_changes(v1: Path) -> None:
     assert got["gone.rb"] == ("file", "deleted") and got["new.md"] == ("file", "added")
     assert got["moved.rb"] == ("file", "modified") and got["both.rb"] == ("file", "modified")
     assert new.columns[-1] == "legacy_note" and set(new["legacy_note"]) == {"kept"}
+
+
+def _as_v2(root: Path) -> None:
+    """Turn a migrated archive back into what schema v2 wrote: runs without `arm`, marker v2."""
+    for path in (root / "runs").glob("*.parquet"):
+        pl.read_parquet(path).drop("arm").write_parquet(path)
+    marker = json.loads((root / "archive.json").read_text())
+    marker["schema_version"] = 2
+    marker["migrations"] = marker["migrations"][:1]
+    (root / "archive.json").write_text(json.dumps(marker))
+
+
+def test_v2_archive_migrates_to_v3_with_default_arm_and_resumes(v1: Path) -> None:
+    """A v2 archive is refused until migrated; `migrate` gives every run arm 'default', in schema
+    order (after plugin_dir), changing no other value; its slots stay filled for a resumed grid."""
+    migrations.migrate(v1, 1)
+    _as_v2(v1)
+    before = pl.read_parquet(str(v1 / "runs" / "*.parquet"))
+    assert "arm" not in before.columns
+    with pytest.raises(ArchiveError) as err:
+        connect(v1)
+    assert "schema v2" in err.value.one_line()
+    out = subprocess.run([EXE, "migrate", "--archive", v1], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "v2 -> v3" in out.stderr, out.stderr
+    marker = json.loads((v1 / "archive.json").read_text())
+    assert [m["name"] for m in marker["migrations"]] == V1_TO_V3
+    after = pl.read_parquet(str(v1 / "runs" / "*.parquet"))
+    assert after.columns == list(polars_schema("runs"))
+    assert after.columns.index("arm") == after.columns.index("plugin_dir") + 1
+    assert after["arm"].to_list() == ["default"] * before.height
+    assert after.drop("arm").equals(before.select(after.drop("arm").columns))
+    assert Archive(v1).committed_slots().keys() == set(before["slot"])
+    assert connect(v1).execute("SELECT count(*) FROM runs WHERE arm = 'default'").fetchone() == (2,)
+    done = _bytes(v1)
+    assert migrations.migrate(v1, 2) == ["v2-to-v3-arms"]  # run again: nothing left to add
+    assert _bytes(v1) == done
