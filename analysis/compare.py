@@ -33,10 +33,14 @@ DEFAULT_BASELINES: tuple[str, ...] = ("current", "none", "default")
 
 
 def with_arm(scores: pl.DataFrame) -> pl.DataFrame:
-    """`scores` with an `arm` column: its own (schema v3), else the plugin hash (older archives:
-    each plugin content is an arm; '(none)' for runs without a plugin)."""
+    """`scores` with an `arm` column: its own (schema v3), else the plugin hash (older archives, and
+    archives whose runs are all of the 'default' arm but of several plugins, recorded one grid at a
+    time: each plugin content is an arm; '(none)' for runs without a plugin)."""
     if "arm" in scores.columns:
-        return scores.with_columns(pl.col("arm").cast(pl.String).fill_null("(none)"))
+        arms = scores["arm"].cast(pl.String).fill_null("(none)")
+        one_plugin_grids = bool((arms == "default").all()) and scores["plugin_hash"].n_unique() > 1
+        if not one_plugin_grids:
+            return scores.with_columns(arm=arms)
     return scores.with_columns(arm=pl.col("plugin_hash").cast(pl.String).fill_null("(none)"))
 
 

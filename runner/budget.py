@@ -179,6 +179,7 @@ class SlotLike(Protocol):
 
 def _what(slot: SlotLike) -> str:
     arm = getattr(slot, "arm", None)
+    arm = None if arm == "default" else arm  # a one-plugin grid says nothing of arms
     return f"{slot.variant} {slot.model}" + (f" [{arm}]" if arm else "") + f" rep {slot.rep}"
 
 
@@ -197,7 +198,7 @@ def plan(
     priced = scripted_priced()
     todo = [s for s in slots if s.key not in filled]
     models = list(dict.fromkeys(s.model for s in slots))
-    arms = list(dict.fromkeys(a for s in slots if (a := getattr(s, "arm", None)) is not None))
+    arms = list(dict.fromkeys(a for s in slots if (a := getattr(s, "arm", None)) not in (None, "default")))
     cells = {(s.variant, s.model, getattr(s, "arm", None)) for s in slots}
     reps = max((s.rep for s in slots), default=-1) + 1
     head = f"plan: {len(slots)} slots ({len(cells)} cells × up to {reps} reps"

@@ -148,4 +148,4 @@ def test_the_command_prints_decisions_and_writes_json(tmp_path: Path, capsys: py
     one = tmp_path / "one"
     write_archive(one, simulate_scores(rates, reps=2, seed=1, plugin_hash="only"))
     r = call("evalb", "compare", "--archive", one)
-    assert r.code == 2 and "has one arm (only)" in r.err and len(r.lines) == 1
+    assert r.code == 2 and "has one arm (default)" in r.err and len(r.lines) == 1
