@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from cli.app import new_app, run_app
+from cli.archive import app as archive_app
 from cli.report import report
 from cli.world import app as world_app
 from evalb import paths
@@ -15,6 +16,7 @@ from evalb import paths
 app = new_app("evalb: Eval B for os-adr. See also evalb-record, evalb-score, evalb-self-test.")
 app.add_typer(world_app)  # sandbox, build-graph, manifest
 app.command("report")(report)
+app.add_typer(archive_app, name="archive")  # merge, compact
 
 
 @app.command()
