@@ -42,3 +42,35 @@ def compact_cmd(
         raise UsageError(f"--grace must be 0 or more seconds, got {grace}")
     report = compact.compact(Archive.open(archive), grace=grace, full=full)
     typer.echo(report.text(), nl=False)
+
+
+@app.command("merge")
+def merge_cmd(
+    archives: Annotated[
+        list[Path], typer.Argument(help="Source archives, then the destination (created if missing).")
+    ],
+    keep: Annotated[
+        str | None,
+        typer.Option(
+            "--keep",
+            help="When different runs fill one slot: keep the first archive's (in the order given, "
+            "DEST first), the last one's, or both. Default: report them, write neither, exit 1.",
+        ),
+    ] = None,
+) -> None:
+    """Merge archives into DEST: union of runs, events, artifacts, judgements and scores (safe to rerun)."""
+    from evalb.errors import UsageError
+    from evalb.merge import merge
+
+    if len(archives) < 2:
+        raise UsageError("name one or more source archives and then the destination", hint="SRC... DEST")
+    report = merge(archives[:-1], archives[-1], keep=keep)
+    typer.echo(report.text(), nl=False)
+    if not report.ok:
+        n = len(report.differing) + sum(c.kept is None for c in report.conflicts)
+        typer.echo(
+            f"error: {n} conflicting slots or runs were not merged (choose with --keep first|last|both, "
+            "or remove the unwanted runs from a source, then rerun)",
+            err=True,
+        )
+        raise typer.Exit(1)
