@@ -86,7 +86,7 @@ class TestUnion:
         assert len(d.files("runs")) == 8  # written as committed per-run files
 
     def test_the_same_runs_in_two_archives_are_written_once(self, two, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-        a, _, ia, _ = two
+        a, _, _, _ = two
         copy = tmp_path / "a-copy"
         shutil.copytree(a, copy)
         rep = merge([a, copy], tmp_path / "dest")
@@ -146,7 +146,7 @@ class TestConflicts:
         assert all(after[t].equals(before[t]) for t in TABLES)
 
     def test_keep_last_never_removes_a_run_already_in_dest(self, tmp_path: Path) -> None:
-        a, b, ra, rb, _ = self._conflict(tmp_path)
+        a, b, _, rb, _ = self._conflict(tmp_path)
         dest = tmp_path / "dest"
         merge([a], dest)
         rep = merge([b], dest, keep="last")
@@ -163,10 +163,14 @@ class TestConflicts:
 
 
 class TestChecks:
-    def test_an_older_schema_is_refused_with_the_fix(self, two, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    def test_an_older_schema_is_refused_with_the_fix(
+        self, two, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:  # type: ignore[no-untyped-def]
         a, b, _, _ = two
         marker = json.loads((b / "archive.json").read_text())
-        (b / "archive.json").write_text(json.dumps({**marker, "schema_version": marker["schema_version"] - 1}))
+        (b / "archive.json").write_text(
+            json.dumps({**marker, "schema_version": marker["schema_version"] - 1})
+        )
         dest = tmp_path / "dest"
         code, _, err = _cli(["merge", str(a), str(b), str(dest)], capsys)
         assert code == 2 and "migrate it first: evalb-record migrate" in err and str(b) in err
