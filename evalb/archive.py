@@ -9,6 +9,8 @@ Layout (documented in docs/archive.md)::
     ARCHIVE/inflight/<run_id>.json       that rep's run row as known at its start
     ARCHIVE/locks/                       flock files: a live recorder holds its rep's and slot's lock
     ARCHIVE/quarantine/                  journals that could not be committed, each with a .reason
+    ARCHIVE/<table>/compacted-*.parquet  many runs' rows folded by compaction (evalb/compact.py),
+    ARCHIVE/compaction/manifest.json     live only once this manifest names them
 
 Why this shape: Parquet files cannot be appended to, and two recorders must be able to write at
 once. So each run is committed as its own files, each written to a hidden temp name and renamed
@@ -17,7 +19,8 @@ lines go to an append-only journal first, so a recorder killed at any moment los
 next recorder (or `evalb-record recover`) finds journals whose lock nobody holds and commits them
 as `interrupted`. A journal that cannot be committed (or a garbage file in inflight/) is moved to
 quarantine/ with a one-line reason and one warning, so it never blocks later recorders. Readers
-need no evalb code: `read_parquet('ARCHIVE/runs/*.parquet')`.
+list a table's files with `Archive.files(table)` (compacted batches plus the small files they do
+not cover); an archive never compacted needs no evalb code: `read_parquet('ARCHIVE/runs/*.parquet')`.
 """
 
 from __future__ import annotations

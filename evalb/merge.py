@@ -175,9 +175,10 @@ class _Source:
                 need = [r for r in chunk if r not in self.small[t]]
                 frames[t] = {}
                 if need and self.batches[t]:
+                    rid = pl.col("run_id")  # ids sorted: the range lets row groups be skipped
                     df = (
                         pl.scan_parquet(self.batches[t], glob=False, missing_columns="insert")
-                        .filter(pl.col("run_id").is_in(need))
+                        .filter((rid >= min(need)) & (rid <= max(need)) & rid.is_in(need))
                         .collect()
                     )
                     for (rid,), part in df.partition_by("run_id", as_dict=True).items():

@@ -321,3 +321,41 @@ class TestCli:
         compact.compact(archive, grace=0)
         data = json.loads(compact.manifest_path(archive.root).read_text())
         assert data["format"] == compact.FORMAT and data["version"] == compact.VERSION
+
+
+class TestRecordedArchive:
+    def test_scores_summary_and_report_are_the_same_after_compaction(
+        self,
+        stochastic_archive: Path,
+        copy_archive,
+        tmp_path: Path,  # type: ignore[no-untyped-def]
+    ) -> None:
+        """A real recorded, scored archive: rescoring, the summary and the report's runs read the
+        same after compaction (with a judge pass cached in the compacted judgements)."""
+        from analysis.checker import score_archive
+        from analysis.judge import CommandJudge
+        from analysis.report import load_report_scores, read_events
+        from analysis.summary import summary_text
+        from tests.conftest import SCRIPTED_JUDGE
+
+        root = copy_archive(stochastic_archive)
+        archive = Archive.open(root)
+        cols = ["run_id", "verdict", "valid", "axis_a", "axis_b", "reasons"]
+        before = score_archive(root, judge=CommandJudge(SCRIPTED_JUDGE), write=False, rescore=True)
+        summary = summary_text(root)
+        report_before, _ = load_report_scores(archive)
+        events_before = read_events(root, sorted(report_before["run_id"]))
+        slots = archive.committed_slots()
+
+        rep = compact.compact(archive, grace=0)
+        assert rep.runs == archive.read("runs").height and rep.folded["scores"] >= 1
+        assert all(len(Archive.open(root).files(t)) == 1 for t in RUN_TABLES)
+
+        after = score_archive(root, judge=CommandJudge(SCRIPTED_JUDGE), write=False, rescore=True)
+        assert after.judge_calls == 0  # the judge answers come from the compacted judgements
+        assert after.scores.select(cols).sort("run_id").equals(before.scores.select(cols).sort("run_id"))
+        assert summary_text(root) == summary
+        report_after, _ = load_report_scores(Archive.open(root))
+        assert report_after.sort("run_id").equals(report_before.sort("run_id"))
+        assert read_events(root, sorted(report_after["run_id"])).equals(events_before)
+        assert Archive.open(root).committed_slots() == slots
