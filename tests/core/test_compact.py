@@ -150,6 +150,14 @@ class TestCompaction:
         with pytest.raises(ArchiveError, match="missing"):
             archive.files("events")
 
+    def test_a_newer_manifest_format_is_refused(self, tmp_path: Path) -> None:
+        archive, _ = _archive(tmp_path, 1)
+        compact.compact(archive, grace=0)
+        path = compact.manifest_path(archive.root)
+        path.write_text(json.dumps({**json.loads(path.read_text()), "version": compact.VERSION + 1}))
+        with pytest.raises(ArchiveError, match="newer evalb"):
+            archive.files("runs")
+
     def test_a_second_compactor_waits_or_skips(self, tmp_path: Path) -> None:
         archive, _ = _archive(tmp_path, 2)
         with compact.compaction_lock(archive.root, wait=False) as mine:
@@ -292,22 +300,17 @@ class TestBackground:
 
 
 class TestCli:
-    def test_compact_command(self, tmp_path: Path) -> None:
+    def test_compact_command(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         from cli.main import app
 
         archive, _ = _archive(tmp_path, 3)
-        out, err = io.StringIO(), io.StringIO()
-        sys_stdout = sys.stdout
-        sys.stdout = out
-        try:
-            code = invoke(
-                app, "evalb", ["archive", "compact", "--archive", str(archive.root), "--grace", "0"], err
-            )
-        finally:
-            sys.stdout = sys_stdout
-        assert code == 0, err.getvalue()
-        assert "compacted 3 runs" in out.getvalue()
+        code = invoke(app, "evalb", ["archive", "compact", "--archive", str(archive.root), "--grace", "0"])
+        out = capsys.readouterr()
+        assert code == 0, out.err
+        assert "compacted 3 runs" in out.out
         assert len(archive.files("runs")) == 1
+        code = invoke(app, "evalb", ["archive", "compact", "--archive", str(archive.root), "--grace", "-1"])
+        assert code == 2 and capsys.readouterr().err.startswith("error: --grace must be 0 or more")
 
     def test_compact_refuses_a_non_archive(self, tmp_path: Path) -> None:
         from cli.main import app

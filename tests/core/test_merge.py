@@ -85,6 +85,20 @@ class TestUnion:
         assert all(after[t].equals(before[t]) for t in TABLES)
         assert len(d.files("runs")) == 8  # written as committed per-run files
 
+    def test_into_a_compacted_dest_the_rerun_adds_nothing(self, two, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+        a, b, ia, ib = two
+        dest = tmp_path / "dest"
+        merge([a], dest)
+        compact.compact(Archive.open(dest), grace=0)
+        rep = merge([a, b], dest)
+        assert rep.ok and rep.added_runs == 4 and rep.present_runs == 4
+        before = _tables(dest)
+        assert sorted(before["runs"]["run_id"]) == sorted(ia + ib)
+        again = merge([a, b], dest)
+        assert again.added_runs == 0 and again.added_rows == {"judgements": 0, "scores": 0}
+        after = _tables(dest)
+        assert all(after[t].equals(before[t]) for t in TABLES)
+
     def test_the_same_runs_in_two_archives_are_written_once(self, two, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
         a, _, _, _ = two
         copy = tmp_path / "a-copy"
