@@ -400,6 +400,29 @@ def _fold_pooled_table(root: Path, table: str, files: list[str], batch_id: str) 
     return [name], df.height
 
 
+def add_batch(root: Path, frames: dict[str, pl.DataFrame], covers: dict[str, list[str]]) -> str:
+    """Publish rows that have no small files (a merge's runs) as one new batch, under the
+    compaction lock; covers name the run ids it holds (so stray small files of them are hidden).
+    Returns the batch id. Atomic like a compaction: readers see all of it or none."""
+    with compaction_lock(root, wait=True):
+        gen = read_generation(root)
+        batch_id = f"g{gen.number + 1:06d}-{uuid.uuid4().hex[:8]}"
+        files: dict[str, list[str]] = {}
+        rows: dict[str, int] = {}
+        (root / DIR).mkdir(exist_ok=True)
+        for t, df in frames.items():
+            if df.is_empty():
+                continue
+            name = f"{PREFIX}{batch_id}-0000.parquet"
+            _write_part(df, t, root / t / name)
+            files[t], rows[t] = [name], df.height
+        _atomic_text(covers_path(root, batch_id), json.dumps(covers, sort_keys=True) + "\n")
+        stamp = dt.datetime.now(dt.UTC).isoformat()
+        batch = Batch(batch_id, stamp, files, rows, swept=True)  # no small files to delete
+        publish(root, Generation(gen.number + 1, (*gen.batches, batch), gen.retired))
+    return batch_id
+
+
 @dataclass
 class CompactReport:
     batch: str | None = None

@@ -1,23 +1,21 @@
 """Merge archives (`evalb archive merge SRC... DEST`): the union of their runs, events, artifacts,
-judgements and scores, written into DEST with the archive's own commit protocol.
+judgements and scores, written into DEST as compacted batches, each published atomically.
 
 Checked first, before anything is written: every archive has this evalb's schema (else: migrate
 first), and all were recorded with the same frozen parts except the plugin (arms differ by plugin).
 Then a run id present in several archives is written once (its rows must be identical, else it is
 reported and left out), and a grid slot that two different committed runs fill (from different
 archives; runs that do not fill a slot, see UNFILLED, never conflict) is reported and not written,
-unless `keep` says which to keep. Each run is written like a recorder commits it (its artifacts
-and events files, then its runs file, each atomically), so DEST is a valid archive at every
-instant, and rerunning after a kill finishes the job (runs already in DEST are skipped; judgement
-and score rows already there too).
+unless `keep` says which to keep. Runs are added in batches of up to CHUNK_RUNS runs (one sorted
+part file per table) that become visible together by the compaction manifest's atomic switch (the
+archive's commit protocol for many runs: the batch files first, the manifest naming them last), so
+DEST is a valid archive at every instant, and rerunning after a kill finishes the job (runs
+already in DEST are skipped; judgement and score rows already there too).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import shutil
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -26,7 +24,7 @@ from pathlib import Path
 import polars as pl
 
 from evalb import compact
-from evalb.archive import UNFILLED, Archive, _fsync_dir, _os_error, utcnow, write_parquet_atomic
+from evalb.archive import UNFILLED, Archive, utcnow, write_parquet_atomic
 from evalb.errors import ArchiveError, UsageError
 from evalb.manifest import diff_manifests
 from evalb.schema import polars_schema, to_frame
@@ -37,7 +35,8 @@ ROW_KEYS = {
     "judgements": ("run_id", "rubric_hash", "judge", "judged_at"),
     "scores": ("run_id", "checker_hash", "scored_at"),
 }
-CHUNK_RUNS = 500
+#: Runs per batch a merge publishes (one part file per table each; bounds its memory).
+CHUNK_RUNS = compact.PART_RUNS
 
 
 @dataclass
@@ -132,24 +131,6 @@ def _hashes(runs: pl.DataFrame, cols: list[str]) -> dict[str, int]:
     return dict(zip(df["run_id"].to_list(), df.hash_rows(seed=7).to_list(), strict=True))
 
 
-def _copy_atomic(src: str, dest: Path) -> None:
-    tmp = dest.with_name(f".{dest.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        shutil.copyfile(src, tmp)
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, dest)
-    except OSError as e:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise _os_error("write", dest, e) from e
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-    _fsync_dir(dest.parent)
-
-
 class _Source:
     """Where each run's rows are in a source: its own small file, or a compacted batch."""
 
@@ -166,34 +147,35 @@ class _Source:
             }
             self.batches[t] = [f for f in files if Path(f).name.startswith(compact.PREFIX)]
 
-    def copy_runs(self, dest: Archive, ids: list[str]) -> None:
-        """Commit the runs `ids` into `dest`, artifacts and events first, the runs file last."""
-        for i in range(0, len(ids), CHUNK_RUNS):
-            chunk = ids[i : i + CHUNK_RUNS]
-            frames: dict[str, dict[str, pl.DataFrame]] = {}
-            for t in compact.RUN_TABLES:
-                need = [r for r in chunk if r not in self.small[t]]
-                frames[t] = {}
-                if need and self.batches[t]:
-                    rid = pl.col("run_id")  # ids sorted: the range lets row groups be skipped
-                    df = (
-                        pl.scan_parquet(self.batches[t], glob=False, missing_columns="insert")
-                        .filter((rid >= min(need)) & (rid <= max(need)) & rid.is_in(need))
-                        .collect()
-                    )
-                    for (rid,), part in df.partition_by("run_id", as_dict=True).items():
-                        frames[t][str(rid)] = part
-            for rid in chunk:
-                for t in compact.RUN_TABLES:  # artifacts, events, runs: the runs file commits
-                    target = dest.table_dir(t) / f"{rid}.parquet"
-                    if rid in self.small[t]:
-                        _copy_atomic(self.small[t][rid], target)
-                    elif rid in frames[t]:
-                        write_parquet_atomic(frames[t][rid], target)
-                    elif t == "runs":
-                        raise ArchiveError(f"run {rid} of {self.archive.root} vanished while merging")
-                    else:
-                        write_parquet_atomic(to_frame(t, []), target)
+    def copy_runs(self, dest: Archive, ids: list[str], chunk_runs: int) -> None:
+        """Add the runs `ids` (sorted) to `dest` as compacted batches of up to `chunk_runs` runs,
+        each published atomically (the compaction manifest's switch): a batch is all there or
+        not at all, so DEST is a valid archive at every instant."""
+        for i in range(0, len(ids), chunk_runs):
+            chunk = ids[i : i + chunk_runs]
+            frames = {t: self._rows(t, chunk) for t in compact.RUN_TABLES}
+            got = set(frames["runs"]["run_id"].to_list())
+            if got != set(chunk):
+                missing = sorted(set(chunk) - got)[0]
+                raise ArchiveError(f"run {missing} of {self.archive.root} vanished while merging")
+            compact.add_batch(dest.root, frames, {"runs": chunk})
+
+    def _rows(self, table: str, chunk: list[str]) -> pl.DataFrame:
+        frames = []
+        small = [self.small[table][r] for r in chunk if r in self.small[table]]
+        if small:
+            frames.append(compact._scan_small(small))
+        need = [r for r in chunk if r not in self.small[table]]
+        if need and self.batches[table]:
+            rid = pl.col("run_id")  # ids sorted: the range lets row groups be skipped
+            frames.append(
+                pl.scan_parquet(self.batches[table], glob=False, missing_columns="insert").filter(
+                    (rid >= need[0]) & (rid <= need[-1]) & rid.is_in(need)
+                )
+            )
+        if not frames:
+            return to_frame(table, [])
+        return pl.concat(frames, how="diagonal_relaxed").collect()
 
 
 def _resolve(
@@ -213,7 +195,9 @@ def _resolve(
     return chosen
 
 
-def merge(sources: Sequence[Path | str], dest: Path | str, *, keep: str | None = None) -> MergeReport:
+def merge(
+    sources: Sequence[Path | str], dest: Path | str, *, keep: str | None = None, chunk_runs: int = CHUNK_RUNS
+) -> MergeReport:
     """Merge `sources` into `dest` (created if missing or empty); see the module docstring."""
     if keep is not None and keep not in KEEP:
         raise UsageError(f"--keep must be one of {', '.join(KEEP)}, got {keep!r}")
@@ -289,7 +273,7 @@ def merge(sources: Sequence[Path | str], dest: Path | str, *, keep: str | None =
     for i, ids in sorted(plan.items()):
         src = inputs[i]
         assert src is not None
-        _Source(src).copy_runs(target, sorted(ids))
+        _Source(src).copy_runs(target, sorted(ids), chunk_runs)
         report.added_runs += len(ids)
     for table in ("judgements", "scores"):
         report.added_rows[table] = _merge_rows(
