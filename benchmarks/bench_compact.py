@@ -7,8 +7,8 @@ process (wall time with Python start, and peak RSS):
   1. `compact` (grace 0) on a hard-linked copy of the archive;
   2. `committed_slots()`, reading all events (run_id, seq), and a full rescore
      (analysis.checker.score_archive, keyword judge, nothing written), per-file vs compacted;
-  3. `merge` of two shards (the runs split even/odd, hard-linked) into a new archive, and the same
-     merge rerun (nothing to do).
+  3. `merge` of two shards (the runs split even/odd, hard-linked; per-file, then compacted) into
+     a new archive, and the same merge rerun (nothing to do).
 """
 
 from __future__ import annotations
@@ -39,10 +39,22 @@ def link_copy(src: Path, dst: Path, keep: set[str] | None = None) -> None:
             os.link(Path(d) / f, dst / rel / f)
 
 
-def row(what: str, a: tuple[float, int, str], b: tuple[float, int, str] | None = None) -> None:
-    left = f"{a[0]:7.2f} s {a[1] / 1024:7.0f} MB"
-    right = f"   | {b[0]:7.2f} s {b[1] / 1024:7.0f} MB" if b else ""
-    print(f"{what:<34} {left}{right}", flush=True)
+def timed(setup: str, op: str) -> tuple[float, float, int, str]:
+    """Run `setup` then `op` (an expression) in a fresh process: (seconds of `op` alone, wall of the
+    whole process with Python start and imports, peak RSS KiB, what `op` returned)."""
+    wall, rss, out = timed_child(
+        f"import time\n{setup}\nt = time.perf_counter()\nres = {op}\nprint('T', time.perf_counter() - t, res)"
+    )
+    line = next(x for x in out.splitlines() if x.startswith("T "))
+    _, secs, res = line.split(" ", 2)
+    return float(secs), wall, rss, res
+
+
+def row(what: str, a: tuple[float, float, int, str], b: tuple[float, float, int, str] | None = None) -> None:
+    def cell(x: tuple[float, float, int, str]) -> str:
+        return f"{x[0]:7.2f} s ({x[1]:6.2f} s) {x[2] / 1024:6.0f} MB"
+
+    print(f"{what:<30} {cell(a)}" + (f"  | {cell(b)}" if b else ""), flush=True)
 
 
 def main() -> None:
@@ -58,45 +70,46 @@ def main() -> None:
         print(f"  built in {build(root, args.runs):.1f} s", flush=True)
     comp = workdir / "compacted"
     link_copy(root, comp)
-    print(f"archive: {args.runs} runs, {3 * args.runs} per-run files; columns: wall, peak RSS")
-    print(f"{'':<34} {'per-file':>18}   | {'compacted':>18}")
-    c = timed_child(
-        f"from evalb.archive import Archive; from evalb.compact import compact\n"
-        f"r = compact(Archive.open({str(comp)!r}), grace=0); print(r.runs, r.rows)"
+    print(f"archive: {args.runs} runs, {3 * args.runs} per-run files")
+    print("each cell: the operation alone (the whole fresh process, with imports) and peak RSS")
+    print(f"{'':<30} {'per-file':>32}  | {'compacted':>32}")
+    arch = "from evalb.archive import Archive"
+    c = timed(
+        f"{arch}; from evalb.compact import compact", f"compact(Archive.open({str(comp)!r}), grace=0).rows"
     )
-    row(f"compact ({c[2]})", c)
-    slots = "from evalb.archive import Archive; print(len(Archive.open({!r}).committed_slots()))"
-    row("committed_slots()", timed_child(slots.format(str(root))), timed_child(slots.format(str(comp))))
-    ev = "from evalb.archive import Archive; print(Archive.open({!r}).read('events', ['run_id', 'seq']).height)"
-    row("read events (run_id, seq)", timed_child(ev.format(str(root))), timed_child(ev.format(str(comp))))
+    row("compact (grace 0)", c)
+    print(f"  rows folded: {c[3]}")
+    slots = "len(Archive.open({!r}).committed_slots())"
+    row("committed_slots()", timed(arch, slots.format(str(root))), timed(arch, slots.format(str(comp))))
+    ev = "Archive.open({!r}).read('events', ['run_id', 'seq']).height"
+    row("read events (run_id, seq)", timed(arch, ev.format(str(root))), timed(arch, ev.format(str(comp))))
     if not args.no_score:
-        score = (
-            "from analysis.checker import score_archive; from analysis.judge import KeywordJudge\n"
-            "print(score_archive({!r}, judge=KeywordJudge(), rescore=True, write=False).scores.height)"
-        )
+        imp = "from analysis.checker import score_archive; from analysis.judge import KeywordJudge"
+        score = "score_archive({!r}, judge=KeywordJudge(), rescore=True, write=False).scores.height"
         row(
             "rescore (keyword judge)",
-            timed_child(score.format(str(root))),
-            timed_child(score.format(str(comp))),
+            timed(imp, score.format(str(root))),
+            timed(imp, score.format(str(comp))),
         )
     ids = sorted(p.removesuffix(".parquet") for p in os.listdir(root / "runs"))
     shard_a, shard_b, dest = workdir / "shard-a", workdir / "shard-b", workdir / "merged"
-    link_copy(root, shard_a, set(ids[0::2]))
-    link_copy(root, shard_b, set(ids[1::2]))
-    shutil.rmtree(dest, ignore_errors=True)
-    m = "from evalb.merge import merge; r = merge([{!r}, {!r}], {!r}); print(r.added_runs, r.ok)"
-    merge_code = m.format(str(shard_a), str(shard_b), str(dest))
-    row("merge 2 shards (per-file)", timed_child(merge_code))
-    row("merge rerun (nothing to do)", timed_child(merge_code))
-    for p in (shard_a, shard_b, dest):
+    m = "from evalb.merge import merge"
+    merge_op = f"merge([{str(shard_a)!r}, {str(shard_b)!r}], {str(dest)!r}).added_runs"
+    for label, compacted in (("per-file", False), ("compacted", True)):
+        for p in (shard_a, shard_b, dest):
+            shutil.rmtree(p, ignore_errors=True)
+        link_copy(root, shard_a, set(ids[0::2]))
+        link_copy(root, shard_b, set(ids[1::2]))
+        if compacted:
+            for s in (shard_a, shard_b):
+                timed(
+                    f"{arch}; from evalb.compact import compact",
+                    f"compact(Archive.open({str(s)!r}), grace=0).runs",
+                )
+        row(f"merge 2 shards ({label})", timed(m, merge_op))
+        row("  the same merge rerun", timed(m, merge_op))
+    for p in (shard_a, shard_b, dest, comp):
         shutil.rmtree(p, ignore_errors=True)
-    link_copy(root, shard_a, set(ids[0::2]))
-    link_copy(root, shard_b, set(ids[1::2]))
-    for s in (shard_a, shard_b):
-        timed_child(
-            f"from evalb.archive import Archive; from evalb.compact import compact; compact(Archive.open({str(s)!r}), grace=0)"
-        )
-    row("merge 2 compacted shards", timed_child(merge_code))
 
 
 if __name__ == "__main__":

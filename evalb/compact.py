@@ -321,7 +321,7 @@ def _sql_list(cols: Iterable[str]) -> str:
 
 
 #: Runs per part file of a batch: bounds the memory a compaction needs (a part is sorted in memory).
-PART_RUNS = 4000
+PART_RUNS = 2000
 
 
 def _scan_small(files: list[str]) -> pl.LazyFrame:
