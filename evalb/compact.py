@@ -316,22 +316,18 @@ def compaction_lock(root: Path, *, wait: bool) -> Iterator[bool]:
         os.close(fd)
 
 
-def _sql_list(cols: Iterable[str]) -> str:
-    return ", ".join('"' + c.replace('"', '""') + '"' for c in cols)
-
-
 #: Runs per part file of a batch: bounds the memory a compaction needs (a part is sorted in memory).
 PART_RUNS = 2000
 
 
 def _scan_small(files: list[str]) -> pl.LazyFrame:
-    """The small files as one frame: fast when they share a schema, else column-wise union."""
-    lf = pl.scan_parquet(files, glob=False, missing_columns="insert", extra_columns="raise")
+    """The small files as one frame (read now): fast when they share a schema, else a column-wise
+    union, so a column only some files have (kept by a migration) is never dropped."""
     try:
-        lf.collect_schema()
-        return lf
-    except Exception:
-        return pl.concat([pl.scan_parquet(f) for f in files], how="diagonal_relaxed")
+        df = pl.scan_parquet(files, glob=False, missing_columns="insert", extra_columns="raise").collect()
+    except pl.exceptions.SchemaError:
+        df = pl.concat([pl.read_parquet(f) for f in files], how="diagonal_relaxed")
+    return df.lazy()
 
 
 def _write_part(df: pl.DataFrame, table: str, dest: Path) -> None:

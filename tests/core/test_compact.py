@@ -64,6 +64,16 @@ class TestCompaction:
         assert fresh.committed_slots() == slots
         assert len(fresh.latest_scores()) == 30
 
+    def test_a_column_only_some_files_have_is_kept(self, tmp_path: Path) -> None:
+        """A column a migration kept (unknown to the schema) survives compaction, null elsewhere."""
+        archive, ids = _archive(tmp_path, 3)
+        path = archive.root / "events" / f"{ids[1]}.parquet"
+        pl.read_parquet(path).with_columns(legacy=pl.lit("kept")).write_parquet(path)
+        compact.compact(archive, grace=0)
+        df = pl.read_parquet(archive.files("events")[0])
+        assert df.filter(pl.col("run_id") == ids[1])["legacy"].to_list() == ["kept"] * 5
+        assert df.filter(pl.col("run_id") != ids[1])["legacy"].null_count() == 10
+
     def test_duckdb_views_and_lazy_scans_read_batches(self, tmp_path: Path) -> None:
         archive, ids = _archive(tmp_path, 5)
         compact.compact(archive, grace=0)
