@@ -372,3 +372,21 @@ class TestRecordedArchive:
         assert report_after.sort("run_id").equals(report_before.sort("run_id"))
         assert read_events(root, sorted(report_after["run_id"])).equals(events_before)
         assert Archive.open(root).committed_slots() == slots
+
+
+@pytest.mark.client
+class TestGridResume:
+    def test_a_grid_resumes_on_a_compacted_archive(self, tmp_path: Path) -> None:
+        """The real recorder on a compacted archive: filled slots (now in a batch) are skipped, a new
+        rep is recorded beside the batch, and every run is seen once."""
+        from tests.conftest import record_grid
+
+        root = tmp_path / "a"
+        first = record_grid(root, ["R1"], ["scripted:oracle"], 2)
+        assert len(first.recorded) == 2
+        compact.compact(Archive.open(root), grace=0)
+        again = record_grid(root, ["R1"], ["scripted:oracle"], 3)
+        assert (again.skipped, len(again.recorded)) == (2, 1)
+        runs = Archive.open(root).read("runs")
+        assert runs.height == 3 and runs["slot"].n_unique() == 3
+        assert len(Archive.open(root).files("runs")) == 2  # the batch and the new run's file
