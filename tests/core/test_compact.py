@@ -259,11 +259,12 @@ class TestConcurrency:
         for t in threads:
             t.start()
         try:
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + 120
             while time.monotonic() < deadline and not failures:
                 with lock:
                     n = len(committed)
-                if n >= 150 and checks[0] >= 40:
+                batches = len(compact.read_generation(archive.root).batches)
+                if n >= 100 and checks[0] >= 20 and batches >= 3:
                     break
                 time.sleep(0.2)
         finally:
@@ -274,9 +275,10 @@ class TestConcurrency:
                 t.join(timeout=60)
         assert not failures, failures[:3]
         assert rec.returncode == 0
-        assert len(committed) >= 150 and checks[0] >= 40
+        assert len(committed) >= 100 and checks[0] >= 20
         gen = compact.read_generation(archive.root)
-        assert len(gen.batches) >= 2  # several compactions ran while the recorder committed
+        assert len(gen.batches) >= 3  # several compactions ran while the recorder committed
+        assert any(b.swept for b in gen.batches)  # and covered files were deleted meanwhile
         compact.compact(archive, grace=0)
         final = Archive.open(archive.root).read("runs")["run_id"]
         assert sorted(final) == sorted(committed)
