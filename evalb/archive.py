@@ -9,6 +9,8 @@ Layout (documented in docs/archive.md)::
     ARCHIVE/inflight/<run_id>.json       that rep's run row as known at its start
     ARCHIVE/locks/                       flock files: a live recorder holds its rep's and slot's lock
     ARCHIVE/quarantine/                  journals that could not be committed, each with a .reason
+    ARCHIVE/<table>/compacted-*.parquet  many runs' rows folded by compaction (evalb/compact.py),
+    ARCHIVE/compaction/manifest.json     live only once this manifest names them
 
 Why this shape: Parquet files cannot be appended to, and two recorders must be able to write at
 once. So each run is committed as its own files, each written to a hidden temp name and renamed
@@ -17,7 +19,8 @@ lines go to an append-only journal first, so a recorder killed at any moment los
 next recorder (or `evalb-record recover`) finds journals whose lock nobody holds and commits them
 as `interrupted`. A journal that cannot be committed (or a garbage file in inflight/) is moved to
 quarantine/ with a one-line reason and one warning, so it never blocks later recorders. Readers
-need no evalb code: `read_parquet('ARCHIVE/runs/*.parquet')`.
+list a table's files with `Archive.files(table)` (compacted batches plus the small files they do
+not cover); an archive never compacted needs no evalb code: `read_parquet('ARCHIVE/runs/*.parquet')`.
 """
 
 from __future__ import annotations
@@ -97,7 +100,7 @@ MIN_FREE_BYTES = 16 * 1024 * 1024
 
 #: Entries an archive directory may hold before its marker exists (a concurrent recorder is
 #: creating it); anything else in a folder without archive.json makes it "not an archive".
-_OWN_ENTRIES = frozenset({*TABLES, "inflight", "locks", "quarantine"})
+_OWN_ENTRIES = frozenset({*TABLES, "inflight", "locks", "quarantine", "compaction"})
 
 #: Columns of `latest_scores` taken from the runs table (after every ScoreRecord column).
 LATEST_RUN_COLUMNS: tuple[str, ...] = (
@@ -144,9 +147,10 @@ class Archive:
 
     def __init__(self, root: Path | str) -> None:
         self.root = Path(root)
-        # runs file name -> (slot, outcome, started_at); committed files never change, so each is
-        # read once per process however often a grid asks which slots are filled
-        self._runs_seen: dict[str, tuple[str, str, dt.datetime]] = {}
+        # runs file -> its rows' (slot, outcome, started_at); committed files never change, so each
+        # is read once per process however often a grid asks which slots are filled
+        self._runs_seen: dict[str, list[tuple[str, str, dt.datetime]]] = {}
+        self._commits = 0
         self._runs_lock = threading.Lock()
 
     @classmethod
@@ -312,15 +316,15 @@ class Archive:
 
     # --- reading ------------------------------------------------------------------------------
     def files(self, table: str) -> list[str]:
-        """The committed files of one table, sorted (temp files of writers are never listed)."""
-        d = self.table_dir(table)
-        if not d.is_dir():
-            return []
-        return sorted(str(p) for p in d.glob("*.parquet") if not p.name.startswith("."))
+        """The committed files of one table, sorted: the live compacted batch files plus the small
+        files no batch covers (a consistent snapshot, see evalb/compact.py); temp files of writers
+        and compacted files not yet published are never listed. New code reads through this."""
+        from evalb import compact
+
+        return compact.table_files(self.root, table)
 
     def has_rows(self, table: str) -> bool:
-        d = self.table_dir(table)
-        return d.is_dir() and any(d.glob("*.parquet"))
+        return bool(self.files(table))
 
     def scan(self, table: str) -> pl.LazyFrame:
         """A lazy scan of one table; empty with the table's schema when it has no files.
@@ -393,6 +397,23 @@ class Archive:
                     with contextlib.suppress(OSError):
                         p.unlink()
             raise
+        self._maybe_compact()
+
+    def _maybe_compact(self) -> None:
+        """Background compaction (EVALB_COMPACT_THRESHOLD runs in small files; off by default):
+        every so often after a commit, count the small runs files and, past the threshold, start a
+        detached compactor (it does nothing if another one holds the archive's compaction lock)."""
+        from evalb import compact
+
+        limit = compact.threshold()
+        if limit <= 0:
+            return
+        with self._runs_lock:
+            self._commits += 1
+            due = self._commits % max(1, min(limit // 10, 50)) == 0
+        if due and compact.small_runs_pending(self.root) >= limit:
+            with contextlib.suppress(OSError):
+                compact.spawn_background(self.root)
 
     def append_rows(self, table: str, rows: Sequence[Record] | Sequence[dict[str, Any]]) -> Path | None:
         """Add rows to a table as one new file (used for judgements and scores)."""
@@ -452,17 +473,25 @@ class Archive:
         return journal.quarantine(self, path, reason)
 
     def _runs_index(self) -> list[tuple[str, str, dt.datetime]]:
-        """(slot, outcome, started_at) of every committed run, reading only files not seen before."""
-        runs_dir = self.table_dir("runs")
-        if not runs_dir.is_dir():
-            return []
+        """(slot, outcome, started_at) of every committed run. Each file of the current list is
+        read once per process (committed and compacted files never change), only its three
+        columns: after compaction that is a few large files, not one file per run."""
+        files = self.files("runs")
         with self._runs_lock:
-            new = [p for p in runs_dir.glob("*.parquet") if p.name not in self._runs_seen]
+            new = [f for f in files if f not in self._runs_seen]
             if new:
-                df = pl.read_parquet([str(p) for p in new], columns=["slot", "outcome", "started_at"])
-                for p, row in zip(new, df.iter_rows(), strict=True):
-                    self._runs_seen[p.name] = row
-            return list(self._runs_seen.values())
+                df = (
+                    pl.scan_parquet(new, glob=False, include_file_paths="_file")
+                    .select("_file", "slot", "outcome", "started_at")
+                    .collect()
+                )
+                for f in new:
+                    self._runs_seen[f] = []
+                for f, *row in df.iter_rows():
+                    self._runs_seen[f].append((row[0], row[1], row[2]))
+            if len(self._runs_seen) > 2 * len(files) + 64:  # files compacted away meanwhile
+                self._runs_seen = {f: self._runs_seen[f] for f in files}
+            return [row for f in files for row in self._runs_seen[f]]
 
     def committed_slots(self) -> dict[str, str]:
         """slot -> outcome of the committed runs (interrupted and harness_error runs do not fill

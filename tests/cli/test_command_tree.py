@@ -52,6 +52,9 @@ def _mistakes(tmp: Path) -> dict[str, tuple[list[object], int, str]]:
     missing = tmp / "missing"
     inside = ROOT / "fixture" / "x"
     return {
+        "evalb archive": (["no-such-command"], 2, "error: No such command 'no-such-command'"),
+        "evalb archive compact": (["--archive", missing], 2, f"error: {missing} is not an evalb archive"),
+        "evalb archive merge": ([missing, tmp / "a"], 2, f"error: cannot merge {missing}: {missing} is not"),
         "evalb build-graph": (
             ["--project", missing],
             2,
