@@ -8,8 +8,8 @@ from typing import Annotated
 import typer
 
 from cli.app import new_app, run_app
-from cli.compare import compare
 from cli.archive import app as archive_app
+from cli.compare import compare
 from cli.report import report
 from cli.world import app as world_app
 from evalb import paths
