@@ -638,15 +638,16 @@ def spawn_background(root: Path) -> subprocess.Popen[bytes]:
 def _main(argv: list[str]) -> int:
     from evalb.archive import Archive
 
+    logging.basicConfig(format="%(message)s")  # the background entry point: messages through logging
     if len(argv) < 1:
-        print("usage: python -m evalb.compact ARCHIVE [--background]", file=sys.stderr)
+        log.error("usage: python -m evalb.compact ARCHIVE [--background]")
         return 2
     try:
         archive = Archive.open(argv[0])
         background = "--background" in argv[1:]
         compact(archive, wait=not background, min_runs=threshold() if background else 1)
     except Exception as e:
-        print(f"error: compaction of {argv[0]} failed: {type(e).__name__}: {e}", file=sys.stderr)
+        log.error("error: compaction of %s failed: %s: %s", argv[0], type(e).__name__, e)
         return 3
     return 0
 
