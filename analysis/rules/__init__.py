@@ -31,7 +31,9 @@ Role = Literal[
     "conflict",  # R: a further requirement (NULL = not applicable)
     "distractor",  # R: a further requirement (NULL = not applicable)
     "new_adr",  # W: the deterministic part
-    "judge_input",  # W: what the judge reads when new_adr fails
+    "task_done",  # O: the task itself was done (axis (b) of an over-triggering scenario)
+    "needless",  # O: needless consultation or written proposal (the judge adds prose proposals)
+    "judge_input",  # W: what the judge reads when new_adr fails; O: when needless does not hold
     "verdict",  # the verdict itself, run after the judge has answered
 ]
 
@@ -62,6 +64,8 @@ RULES: tuple[RuleSpec, ...] = (
     RuleSpec("flags_conflict", "python", "conflict", "b"),
     RuleSpec("no_live_distractor", "python", "distractor", "b"),
     RuleSpec("new_adr", "sql", "new_adr", "b"),
+    RuleSpec("task_done", "sql", "task_done", "b"),
+    RuleSpec("needless", "sql", "needless", "a"),
     RuleSpec("final_message", "sql", "judge_input", "b"),
     RuleSpec("verdict", "python", "verdict"),
 )
