@@ -196,7 +196,9 @@ def scenario_tables(scenarios_dir: Path | None = None) -> tuple[pl.DataFrame, pl
                 pats.extend({"variant": v.id, "role": role, "pattern": p, "path": None} for p in patterns)
             for check in sc.done:
                 for role, patterns in (("done_present", check.present), ("done_absent", check.absent)):
-                    pats.extend({"variant": v.id, "role": role, "pattern": p, "path": check.path} for p in patterns)
+                    pats.extend(
+                        {"variant": v.id, "role": role, "pattern": p, "path": check.path} for p in patterns
+                    )
     meta_schema: dict[str, pl.DataType | type[pl.DataType]] = {
         "variant": pl.String,
         "scenario": pl.String,

@@ -296,7 +296,7 @@ def archive_transcript(
             content=f.content if f.kind == "file" else None,
             link_target=f.content if f.kind == "symlink" else None,
             sha256=None,
-            size=len((f.content or '').encode()),
+            size=len((f.content or "").encode()),
         )
         for f in files or []
     ]

@@ -171,7 +171,9 @@ class Scenario(BaseModel):
             if not self.done:
                 raise ValueError("overtrigger scenarios need done checks (what the task's success is)")
             if not self.id.startswith("O"):
-                raise ValueError("overtrigger scenario ids start with 'O' (reports group them by that letter)")
+                raise ValueError(
+                    "overtrigger scenario ids start with 'O' (reports group them by that letter)"
+                )
             if self.policy.edit_new is None:
                 raise ValueError("overtrigger scenarios need policy.edit_new (what an ideal agent changes)")
         elif self.id.startswith("O"):

@@ -38,7 +38,11 @@ class ScriptedJudge:
 def _files(specs: list[dict], variant: str) -> list[fab.SandboxFile]:
     sc, _ = resolve_variant(variant)
     ideal = fab.done_content(sc)
-    half = ideal.replace(sc.policy.edit_new or "", sc.policy.edit_old or "", 1) if sc.policy.replace_all else ideal
+    half = (
+        ideal.replace(sc.policy.edit_new or "", sc.policy.edit_old or "", 1)
+        if sc.policy.replace_all
+        else ideal
+    )
     out = []
     for f in specs:
         content = {"IDEAL": ideal, "HALF": half}.get(f.get("content"), f.get("content"))  # type: ignore[arg-type]
