@@ -47,6 +47,16 @@ class ScenarioKind(StrEnum):
 KIND_ORDER = {ScenarioKind.write: 0, ScenarioKind.retrieval: 1, ScenarioKind.overtrigger: 2}
 
 
+def _compiled(patterns: list[str]) -> list[str]:
+    """The patterns, each checked to compile (a bad one is a validation error, not a traceback)."""
+    for p in patterns:
+        try:
+            re.compile(p)
+        except re.error as e:
+            raise ValueError(f"pattern {p!r} is not a valid regex: {e}") from e
+    return patterns
+
+
 class PolicyHints(BaseModel):
     """What an ideal agent would do here. Read by the scripted policies only, never by the checker."""
 
@@ -76,9 +86,7 @@ class DoneCheck(BaseModel):
     @field_validator("present", "absent")
     @classmethod
     def _regexes(cls, v: list[str]) -> list[str]:
-        for p in v:
-            re.compile(p)
-        return v
+        return _compiled(v)
 
     @model_validator(mode="after")
     def _something(self) -> DoneCheck:
@@ -155,9 +163,7 @@ class Scenario(BaseModel):
     @field_validator("content_patterns", "topic_patterns", "conflict_patterns")
     @classmethod
     def _regexes(cls, v: list[str]) -> list[str]:
-        for p in v:
-            re.compile(p)
-        return v
+        return _compiled(v)
 
     @model_validator(mode="after")
     def _kind_fields(self) -> Scenario:
