@@ -85,3 +85,46 @@ def test_bad_o_metadata_is_refused_in_one_line(tmp_path: Path, sid, kind, extra,
     with pytest.raises(ScenarioError) as e:
         parse_scenario(f)
     assert message in str(e.value) and "\n" not in str(e.value)
+
+
+# --- the scripted policies on an O task (the generators alone; the client runs them in
+# tests/checker/test_overtrigger_client.py) ------------------------------------------------------------
+NOTE = "[os-adr] Decisions live in docs/adr/. Search them with /opt/p/os-adr/bin/adr-search."
+
+
+def actions(policy: str, sc, **params: float) -> list:  # type: ignore[no-untyped-def]
+    from runner.scripted.policies import POLICIES, Final, Observation, RepContext
+
+    ctx = RepContext(variant=sc.id, kind=sc.kind.value, hints=sc.policy, policy=policy, params=params, seed=3)
+    gen = POLICIES[policy](ctx, Observation(hook_note=NOTE, cwd="/sb"))
+    out = [next(gen)]
+    while not isinstance(out[-1], Final):
+        out.append(gen.send("ok"))
+    return out
+
+
+@pytest.mark.parametrize("sc", O, ids=[s.id for s in O])
+def test_oracle_does_the_task_with_file_tools_and_never_consults(sc) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    acts = actions("oracle", sc)
+    names = [a.name for a in acts[:-1]]
+    path = f"/sb/{sc.policy.touch_file}"
+    if sc.policy.edit_old is None:
+        assert names == ["Write"] and acts[0].input == {"file_path": path, "content": sc.policy.edit_new}
+    else:
+        assert names == ["Read", "Edit"] and acts[1].input["old_string"] == sc.policy.edit_old
+        assert acts[1].input.get("replace_all", False) is sc.policy.replace_all
+    assert "adr" not in json.dumps([a.input for a in acts[:-1]]).lower()
+    assert "adr" not in acts[-1].text.lower() and "decision" not in acts[-1].text.lower()
+
+
+@pytest.mark.parametrize("sc", O, ids=[s.id for s in O])
+def test_ritual_and_stochastic_consult_then_do_the_task(sc) -> None:  # type: ignore[no-untyped-def]
+    ritual = actions("ritual", sc)
+    assert ritual[0].input["command"].startswith("/opt/p/os-adr/bin/adr-search ")
+    assert [a.name for a in ritual[1:-1]] == [a.name for a in actions("oracle", sc)[:-1]]
+    always, never = actions("stochastic", sc, p_consult=1.0), actions("stochastic", sc, p_consult=0.0)
+    assert "adr-search" in always[0].input.get("command", "")
+    assert all("adr" not in str(a.input) for a in never[:-1])
+    assert [a.name for a in never[:-1]] == [a.name for a in actions("oracle", sc)[:-1]]
