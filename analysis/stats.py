@@ -332,7 +332,7 @@ def needless_table(
     (pooled over the O scenarios), its Wilson interval, and the O pass rate (task done and not
     needless). Empty when no O run is valid. Reported beside the grid pass rate, never in it."""
     o = scores.filter(pl.col("needless").is_not_null() & pl.col("valid").fill_null(False))
-    schema = {
+    schema: dict[str, pl.DataType | type[pl.DataType]] = {
         **{b: scores.schema[b] for b in by},
         "needless": pl.Int64,
         "n": pl.Int64,

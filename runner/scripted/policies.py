@@ -167,7 +167,7 @@ def _do_task(ctx: RepContext, obs: Observation, hints: PolicyHints) -> Program:
         yield ToolCall("Write", {"file_path": path, "content": hints.edit_new}, "Adding the file.")
     else:
         yield ToolCall("Read", {"file_path": path})
-        edit = {"file_path": path, "old_string": hints.edit_old, "new_string": hints.edit_new}
+        edit: dict[str, Any] = {"file_path": path, "old_string": hints.edit_old, "new_string": hints.edit_new}
         if hints.replace_all:
             edit["replace_all"] = True
         yield ToolCall("Edit", edit)

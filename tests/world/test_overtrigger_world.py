@@ -20,24 +20,26 @@ from evalb.sandbox import build_sandbox
 from evalb.scenarios import ScenarioKind, all_variant_ids, load_scenarios, parse_scenario
 from runner.grid import expand
 
-O = [sc for sc in load_scenarios() if sc.kind is ScenarioKind.overtrigger]
+O_SCENARIOS = [sc for sc in load_scenarios() if sc.kind is ScenarioKind.overtrigger]
 
 
 def holds(sc, path: str, text: str) -> bool:  # type: ignore[no-untyped-def]
     """The done checks on one file, in Python's regex engine (the checker runs them in RE2)."""
     check = next(c for c in sc.done if c.path == path)
-    return all(re.search(p, text) for p in check.present) and not any(re.search(p, text) for p in check.absent)
+    return all(re.search(p, text) for p in check.present) and not any(
+        re.search(p, text) for p in check.absent
+    )
 
 
 def test_three_o_scenarios_listed_after_w_and_r() -> None:
     ids = [sc.id for sc in load_scenarios()]
-    assert [sc.id for sc in O] == ["O1", "O2", "O3"]
+    assert [sc.id for sc in O_SCENARIOS] == ["O1", "O2", "O3"]
     assert ids == ["W1", "W2", "W3", "R1", "R2", "R3", "R4", "O1", "O2", "O3"]
     assert all_variant_ids()[-3:] == ["O1", "O2", "O3"]
     assert [s.variant for s in expand(["all"], ["scripted:oracle"], 1, "p")][-3:] == ["O1", "O2", "O3"]
 
 
-@pytest.mark.parametrize("sc", O, ids=[s.id for s in O])
+@pytest.mark.parametrize("sc", O_SCENARIOS, ids=[s.id for s in O_SCENARIOS])
 def test_ideal_change_is_done_and_the_fixture_is_not(sc) -> None:  # type: ignore[no-untyped-def]
     (check,) = sc.done
     assert check.path == sc.policy.touch_file
@@ -53,7 +55,7 @@ def test_the_fixture_carries_the_o1_typo_once() -> None:
     assert text.count("recieve") == 1
 
 
-@pytest.mark.parametrize("sc", O, ids=[s.id for s in O])
+@pytest.mark.parametrize("sc", O_SCENARIOS, ids=[s.id for s in O_SCENARIOS])
 def test_sandbox_for_o_is_the_plain_fixture(sc, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     info = build_sandbox(sc.id, tmp_path / "sb")
     assert info.variant == sc.id and info.graph is False
@@ -71,7 +73,13 @@ BASE = "---\nid: {id}\nkind: {kind}\ntitle: t\n{extra}policy:\n  touch_file: REA
     ("sid", "kind", "extra", "policy", "message"),
     [
         ("O9", "overtrigger", "", "  edit_new: x\n", "overtrigger scenarios need done checks"),
-        ("Z9", "overtrigger", "done: [{path: README.md, absent: [x]}]\n", "  edit_new: x\n", "ids start with 'O'"),
+        (
+            "Z9",
+            "overtrigger",
+            "done: [{path: README.md, absent: [x]}]\n",
+            "  edit_new: x\n",
+            "ids start with 'O'",
+        ),
         ("O9", "overtrigger", "done: [{path: README.md, absent: [x]}]\n", "", "need policy.edit_new"),
         ("O9", "overtrigger", "done: [{path: README.md}]\n", "  edit_new: x\n", "needs present or absent"),
         ("O9", "overtrigger", "done: [{path: ../x, absent: [x]}]\n", "  edit_new: x\n", "without '..'"),
@@ -103,7 +111,7 @@ def actions(policy: str, sc, **params: float) -> list:  # type: ignore[no-untype
     return out
 
 
-@pytest.mark.parametrize("sc", O, ids=[s.id for s in O])
+@pytest.mark.parametrize("sc", O_SCENARIOS, ids=[s.id for s in O_SCENARIOS])
 def test_oracle_does_the_task_with_file_tools_and_never_consults(sc) -> None:  # type: ignore[no-untyped-def]
     import json
 
@@ -119,7 +127,7 @@ def test_oracle_does_the_task_with_file_tools_and_never_consults(sc) -> None:  #
     assert "adr" not in acts[-1].text.lower() and "decision" not in acts[-1].text.lower()
 
 
-@pytest.mark.parametrize("sc", O, ids=[s.id for s in O])
+@pytest.mark.parametrize("sc", O_SCENARIOS, ids=[s.id for s in O_SCENARIOS])
 def test_ritual_and_stochastic_consult_then_do_the_task(sc) -> None:  # type: ignore[no-untyped-def]
     ritual = actions("ritual", sc)
     assert ritual[0].input["command"].startswith("/opt/p/os-adr/bin/adr-search ")
