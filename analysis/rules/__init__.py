@@ -9,7 +9,8 @@ Engines:
 Inputs are the tables the checker registers: `runs`, `events` and `artifacts` (the archive,
 restricted to the runs being scored), `shell_ops` (what each Bash command reads, lists,
 searches, writes or runs, parsed by `shell.py`), `scenario_meta` and `scenario_patterns` (from
-scenarios/*.md, so a new scenario needs no rule change) and, for `verdict` only,
+scenarios/*.md, so a new scenario needs no rule change; an O scenario's done checks are its rows of
+role done_present / done_absent, with the file in `path`) and, for `verdict` only,
 `judge_verdicts`. Roles say what a rule is to the verdict, which `verdict.py` builds from this
 table: adding a rule = its source file, one line here, and its cases file (cases/<name>.yaml).
 Every *.sql and *.py file here is part of the checker hash. `consulted.py` is the Polars twin of
