@@ -3,8 +3,8 @@
 -- sandbox's end state: the path is a regular file (not a symlink, never followed) that the run
 -- added or modified, and its captured content matches every present pattern and no absent one
 -- (RE2, case-sensitive unless the pattern says (?i)). A file whose content capture withheld
--- (binary, past a cap: content null) matches nothing, so a present pattern fails: an end state the
--- checker cannot read is never taken as done. NULL for W and R runs.
+-- (binary, past a cap: content null) fails its check, absent-only checks included: an end state
+-- the checker cannot read is never taken as done. NULL for W and R runs.
 -- Evidence: the tool calls that name a checked file (Edit/Write path, or a Bash command).
 CREATE OR REPLACE TEMP VIEW task_done AS
 WITH checks AS (
@@ -12,7 +12,8 @@ WITH checks AS (
 ),
 per_check AS (
     SELECT r.run_id, r.variant, c.path,
-           a.path IS NOT NULL AS changed,
+           a.path IS NOT NULL AND a.content IS NOT NULL AS changed,
+           a.path IS NOT NULL AND a.content IS NULL AS unread,
            coalesce(a.content, '') AS content
     FROM runs r
     JOIN scenario_meta m ON m.variant = r.variant AND m.kind = 'overtrigger'
@@ -21,7 +22,9 @@ per_check AS (
         AND a.change IN ('added', 'modified')
 ),
 problems AS (
-    SELECT run_id, path, 0 AS ord, path || ' was not added or modified as a regular file' AS why
+    SELECT run_id, path, 0 AS ord,
+           CASE WHEN unread THEN path || ' content was not captured (binary or past a cap)'
+                ELSE path || ' was not added or modified as a regular file' END AS why
     FROM per_check WHERE NOT changed
     UNION ALL
     SELECT pc.run_id, pc.path, 1, pc.path || ' lacks /' || p.pattern || '/'

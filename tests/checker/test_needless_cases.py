@@ -104,3 +104,26 @@ def test_task_done_case(scored: dict[str, dict], case: dict) -> None:
     row = scored[case["name"]]
     assert row["axis_b"] is case["done"], f"{case['name']}: {case['why']} ({row['reasons']})"
     assert row["needless"] is False and row["verdict"] == ("PASS" if case["done"] else "FAIL")
+
+
+def test_unreadable_content_never_passes_an_absent_only_check(tmp_path: Path) -> None:
+    """A done check with only absent patterns: a file whose content capture withheld is not done
+    (an empty read would match no absent pattern and pass)."""
+    import shutil
+
+    from evalb import paths
+
+    sdir = tmp_path / "scenarios"
+    sdir.mkdir()
+    shutil.copy(paths.SCENARIOS_DIR / "O1.md", sdir / "O1.md")
+    (sdir / "O8.md").write_text(
+        "---\nid: O8\nkind: overtrigger\ntitle: t\ndone:\n  - path: README.md\n    absent: ['recieve']\n"
+        "policy:\n  touch_file: README.md\n  edit_old: recieves\n  edit_new: receives\n---\n\n## Task\n\nheld out\n"
+    )
+    runs = Runs(tmp_path / "archive")
+    lines = hooked().text("Done.").result("Done.").lines
+    runs.add("unread", lines, "O8", files=[fab.SandboxFile("README.md", "modified", None)])
+    runs.add("read", lines, "O8", files=[fab.SandboxFile("README.md", "modified", "receives\n")])
+    got = runs.score(judge=ScriptedJudge(), scenarios_dir=sdir)
+    assert got["unread"]["axis_b"] is False and "not captured" in got["unread"]["reasons"]
+    assert got["read"]["axis_b"] is True and got["read"]["verdict"] == "PASS"
