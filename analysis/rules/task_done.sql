@@ -5,7 +5,8 @@
 -- (RE2, case-sensitive unless the pattern says (?i)). A file whose content capture withheld
 -- (binary, past a cap: content null) fails its check, absent-only checks included: an end state
 -- the checker cannot read is never taken as done. NULL for W and R runs.
--- Evidence: the tool calls that name a checked file (Edit/Write path, or a Bash command).
+-- Evidence: the calls that changed a checked file: Edit/MultiEdit/Write/NotebookEdit on it, or a Bash
+-- command naming it that is not an ADR consultation (`consulted` evidence: adr-search README.md is not).
 CREATE OR REPLACE TEMP VIEW task_done AS
 WITH checks AS (
     SELECT DISTINCT variant, path FROM scenario_patterns WHERE role IN ('done_present', 'done_absent')
@@ -40,13 +41,22 @@ problems AS (
 first_problem AS (
     SELECT run_id, arg_min(why, ord || ':' || path || ':' || why) AS why FROM problems GROUP BY run_id
 ),
+writes AS (
+    SELECT pc.run_id, pc.path, tc.seq
+    FROM per_check pc
+    JOIN tool_calls tc ON tc.run_id = pc.run_id
+    LEFT JOIN consulted c ON c.run_id = tc.run_id
+    WHERE (tc.tool_name IN ('Edit', 'MultiEdit', 'Write', 'NotebookEdit')
+           AND (tc.file_path = pc.path OR ends_with(tc.file_path, '/' || pc.path)))
+       OR (tc.tool_name = 'Bash' AND contains(tc.command, pc.path)
+           AND NOT list_contains(coalesce(c.evidence, []::BIGINT[]), tc.seq))
+),
 touched AS (
     SELECT pc.run_id,
-           list_sort(list_distinct(list(tc.seq) FILTER (WHERE tc.seq IS NOT NULL))) AS evidence,
+           list_sort(list_distinct(list(w.seq) FILTER (WHERE w.seq IS NOT NULL))) AS evidence,
            string_agg(DISTINCT pc.path, ', ' ORDER BY pc.path) AS paths
     FROM per_check pc
-    LEFT JOIN tool_calls tc ON tc.run_id = pc.run_id
-        AND (ends_with(tc.file_path, '/' || pc.path) OR tc.file_path = pc.path OR contains(tc.command, pc.path))
+    LEFT JOIN writes w ON w.run_id = pc.run_id AND w.path = pc.path
     GROUP BY pc.run_id
 )
 SELECT

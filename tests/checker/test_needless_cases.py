@@ -127,3 +127,18 @@ def test_unreadable_content_never_passes_an_absent_only_check(tmp_path: Path) ->
     got = runs.score(judge=ScriptedJudge(), scenarios_dir=sdir)
     assert got["unread"]["axis_b"] is False and "not captured" in got["unread"]["reasons"]
     assert got["read"]["axis_b"] is True and got["read"]["verdict"] == "PASS"
+
+
+def test_task_evidence_is_the_write_not_a_mention(tmp_path: Path) -> None:
+    """Axis (b)'s evidence is the call that wrote the file (Edit, or a Bash write such as sed -i),
+    never a call that only names it (an adr-search on the file's name)."""
+    sc, _ = resolve_variant("O1")
+    files = [fab.SandboxFile("README.md", "modified", fab.done_content(sc))]
+    runs = Runs(tmp_path / "archive")
+    b = hooked()  # seq 3-4: search naming the file; 5-6: sed -i writing it
+    b.bash("/opt/plugins/os-adr/bin/adr-search --topic README.md", "none")
+    b.bash("sed -i 's/recieves/receives/' README.md", "")
+    runs.add("sed", b.text("Done.").result("Done.").lines, "O1", files=files)
+    got = runs.score(judge=ScriptedJudge())["sed"]
+    assert got["evidence_b"] == [5] and got["evidence_a"] == [3]
+    assert (got["needless"], got["axis_b"], got["verdict"]) == (True, True, "FAIL")
