@@ -169,9 +169,11 @@ def checker_hash(rules_dir: Path | None = None, rubric_path: Path | None = None)
 
 # --- inputs -------------------------------------------------------------------------------------
 def scenario_tables(scenarios_dir: Path | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(scenario_meta, scenario_patterns): one row per variant, one row per (variant, role, pattern)."""
+    """(scenario_meta, scenario_patterns): one row per variant, one row per (variant, role, pattern);
+    an O scenario's done checks are patterns too, role 'done_present' / 'done_absent', with the
+    file they apply to in `path` (null for every other role)."""
     meta: list[dict[str, object]] = []
-    pats: list[dict[str, str]] = []
+    pats: list[dict[str, str | None]] = []
     for sc in load_scenarios(scenarios_dir):
         for v in sc.all_variants():
             meta.append(
@@ -192,7 +194,12 @@ def scenario_tables(scenarios_dir: Path | None = None) -> tuple[pl.DataFrame, pl
                 ("conflict", sc.conflict_patterns),
                 ("topic", sc.topic_patterns),
             ):
-                pats.extend({"variant": v.id, "role": role, "pattern": p} for p in patterns)
+                pats.extend({"variant": v.id, "role": role, "pattern": p, "path": None} for p in patterns)
+            for check in sc.done:
+                for role, patterns in (("done_present", check.present), ("done_absent", check.absent)):
+                    pats.extend(
+                        {"variant": v.id, "role": role, "pattern": p, "path": check.path} for p in patterns
+                    )
     meta_schema: dict[str, pl.DataType | type[pl.DataType]] = {
         "variant": pl.String,
         "scenario": pl.String,
@@ -204,7 +211,7 @@ def scenario_tables(scenarios_dir: Path | None = None) -> tuple[pl.DataFrame, pl
         "supersedes": pl.String,
         "expect_b": pl.String,
     }
-    pat_schema = {"variant": pl.String, "role": pl.String, "pattern": pl.String}
+    pat_schema = {"variant": pl.String, "role": pl.String, "pattern": pl.String, "path": pl.String}
     return pl.DataFrame(meta, schema=meta_schema), pl.DataFrame(pats, schema=pat_schema)
 
 

@@ -230,7 +230,7 @@ class SandboxFile:
 
     path: str
     change: str
-    content: str = ""
+    content: str | None = ""
     kind: str = "file"
 
 
@@ -296,7 +296,7 @@ def archive_transcript(
             content=f.content if f.kind == "file" else None,
             link_target=f.content if f.kind == "symlink" else None,
             sha256=None,
-            size=len(f.content.encode()),
+            size=len((f.content or "").encode()),
         )
         for f in files or []
     ]
@@ -365,6 +365,8 @@ def perfect(sc: Scenario, variant: Variant, adrs: dict[str, tuple[str, str]]) ->
     finds nothing that links its file to the decision, and so cannot cite it."""
     if sc.kind.value == "write":
         return _perfect_write(sc, adrs)
+    if sc.kind.value == "overtrigger":
+        return _perfect_overtrigger(sc)
     b = _start(sc)
     topic = sc.policy.search_topic or sc.title
     if variant.expect_b == "fail":
@@ -399,6 +401,193 @@ def _perfect_write(sc: Scenario, adrs: dict[str, tuple[str, str]]) -> Fabricated
         b.lines,
         [SandboxFile(sc.policy.touch_file, "modified", "# changed\n"), SandboxFile(path, "added", body)],
     )
+
+
+def done_content(sc: Scenario, project: Path | None = None) -> str:
+    """O: the touched file as an ideal agent leaves it: the fixture's file with the policy's edit
+    applied (or the policy's new content when there is no `edit_old`)."""
+    hints = sc.policy
+    if hints.edit_new is None:
+        raise FixtureError(f"scenario {sc.id} has no policy.edit_new")
+    if hints.edit_old is None:
+        return hints.edit_new
+    path = (project or paths.FIXTURE_PROJECT) / hints.touch_file
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise FixtureError(f"scenario {sc.id}: cannot read {path}: {e.strerror}") from e
+    if hints.edit_old not in text:
+        raise FixtureError(f"scenario {sc.id}: policy.edit_old does not occur in {hints.touch_file}")
+    return text.replace(hints.edit_old, hints.edit_new, -1 if hints.replace_all else 1)
+
+
+def _overtrigger_done(sc: Scenario, b: TranscriptBuilder, final: str | None = None) -> Fabricated:
+    """O: edit the touched file as an ideal agent does, end with `final` (no word of decisions)."""
+    b.edit(sc.policy.touch_file)
+    text = final or f"Done: I updated {sc.policy.touch_file}."
+    b.text(text).result(text)
+    change = "modified" if sc.policy.edit_old is not None else "added"
+    return Fabricated(b.lines, [SandboxFile(sc.policy.touch_file, change, done_content(sc))])
+
+
+def _perfect_overtrigger(sc: Scenario) -> Fabricated:
+    """O: read the file, make the change, say so; the ADR system is never touched."""
+    return _overtrigger_done(sc, _start(sc))
+
+
+#: O controls, both directions: (name, needless?, builder steps before the edit, final text,
+#: extra end-state files, the phrase the reasons must carry). Steps are (tool, input) pairs.
+OVERTRIGGER_CONTROLS: tuple[
+    tuple[str, bool, tuple[tuple[str, dict[str, Any]], ...], str | None, tuple[SandboxFile, ...], str], ...
+] = (
+    (
+        "ritual-ls-adr",
+        True,
+        (("Bash", {"command": "ls docs/adr"}),),
+        None,
+        (),
+        "needless consultation: Bash on docs/adr",
+    ),
+    (
+        "ritual-cat-adr",
+        True,
+        (("Bash", {"command": "cat docs/adr/0001*.md | head -20"}),),
+        None,
+        (),
+        "needless consultation",
+    ),
+    (
+        "ritual-adr-search",
+        True,
+        (("Bash", {"command": "/opt/plugins/os-adr/bin/adr-search --topic readme"}),),
+        None,
+        (),
+        "needless consultation: ran adr-search",
+    ),
+    (
+        "ritual-skill",
+        True,
+        (("Skill", {"skill": "os-adr:adr-search", "args": "typo"}),),
+        None,
+        (),
+        "needless consultation: skill os-adr:adr-search",
+    ),
+    (
+        "ritual-grep-docs",
+        True,
+        (("Grep", {"pattern": "typo", "path": "docs"}),),
+        None,
+        (),
+        "needless consultation",
+    ),
+    (
+        "ritual-read-adr-tool",
+        True,
+        (("Read", {"file_path": "/tmp/evalb-sandbox-fabricated/docs/adr/0002-x.md"}),),
+        None,
+        (),
+        "needless consultation: Read docs/adr",
+    ),
+    (
+        "subagent-reads-adr",
+        True,
+        (("Task", {"prompt": "cat docs/adr/README.md", "description": "sub"}),),
+        None,
+        (),
+        "needless consultation",
+    ),
+    (
+        "adr-written-by-script",
+        True,
+        (("Bash", {"command": "python3 tools/note.py"}),),
+        None,
+        (SandboxFile("docs/adr/0007-fix-a-typo.md", "added", "# 7. Fix a typo\n"),),
+        "needless proposal: docs/adr/0007-fix-a-typo.md added",
+    ),
+    (
+        "adr-index-edited",
+        True,
+        (),
+        None,
+        (SandboxFile("docs/adr/README.md", "modified", "# ADRs\n"),),
+        "needless proposal: docs/adr/README.md modified",
+    ),
+    (
+        "proposes-adr-in-prose",
+        True,
+        (),
+        "Done. Shall I also record this change as an ADR in docs/adr?",
+        (),
+        "needless proposal: judge YES",
+    ),
+    (
+        "declines-adr-in-prose",
+        False,
+        (),
+        "Done: fixed. This needs no ADR; nothing was decided.",
+        (),
+        "A: no needless",
+    ),
+    (
+        "looks-around-not-at-adrs",
+        False,
+        (
+            ("Bash", {"command": "ls"}),
+            ("Bash", {"command": "ls docs"}),
+            ("Bash", {"command": "grep -rn relay ."}),
+            ("Bash", {"command": "git status && git diff --stat"}),
+            ("Read", {"file_path": "/tmp/evalb-sandbox-fabricated/README.md"}),
+            ("Glob", {"pattern": "lib/**/*.rb"}),
+            ("Bash", {"command": 'echo "no need to read docs/adr for this"'}),
+        ),
+        None,
+        (),
+        "A: no needless",
+    ),
+    (
+        "mentions-adrs-in-prose",
+        False,
+        (),
+        "Done. I left docs/adr alone: a typo fix decides nothing.",
+        (),
+        "A: no needless",
+    ),
+)
+
+
+def overtrigger_controls(sc: Scenario) -> list[tuple[str, bool, Fabricated, str]]:
+    """O: (name, needless?, transcript, phrase the reasons must carry). Every control does the task
+    exactly as the ideal agent does, so axis (b) passes and the needless rule alone decides."""
+    out = []
+    for name, needless, steps, final, extra, say in OVERTRIGGER_CONTROLS:
+        b = _start(sc)
+        for tool, tool_input in steps:
+            if tool == "Task":
+                tid = b.task(tool_input["prompt"])
+                b.bash(tool_input["prompt"], "# ADRs", parent=tid).task_done(tid, "read it")
+            else:
+                b.tool(tool, tool_input, "ok")
+        made = _overtrigger_done(sc, b, final)
+        out.append((name, needless, Fabricated(made.lines, made.files + list(extra)), say))
+    return out
+
+
+def overtrigger_symlink(sc: Scenario) -> Fabricated:
+    """O control: the touched file ends as a symlink (to a file with the right text): not done."""
+    made = _perfect_overtrigger(sc)
+    return Fabricated(
+        made.lines, [SandboxFile(sc.policy.touch_file, "modified", "/tmp/elsewhere", kind="symlink")]
+    )
+
+
+def overtrigger_gutted(sc: Scenario) -> Fabricated:
+    """O control: the change is made by gutting the file (only the new text left): not done."""
+    made = _perfect_overtrigger(sc)
+    text = sc.policy.edit_new or ""
+    change = "modified" if sc.policy.edit_old is not None else "added"
+    if sc.policy.edit_old is None:  # a new file: keep only its first line
+        text = text.splitlines()[0] + "\n"
+    return Fabricated(made.lines, [SandboxFile(sc.policy.touch_file, change, text)])
 
 
 def untouched(sc: Scenario) -> Fabricated:

@@ -51,17 +51,26 @@ COLUMNS: tuple[str, ...] = SCORE_COLUMNS + RUN_COLUMNS
 CELL_KEYS: tuple[str, ...] = ("variant", "model_alias", "plugin_hash")
 
 
+#: Scenario family (first letter of the id) of the over-triggering scenarios (kind overtrigger).
+OVERTRIGGER_FAMILY = "O"
+
+
 def check_columns(df: pl.DataFrame) -> pl.DataFrame:
-    """`df` with the derived columns the library uses; error naming any missing input column."""
+    """`df` with the derived columns the library uses; error naming any missing input column.
+    `needless` (scores of an older checker, simulated frames) is added as null when absent."""
     missing = [c for c in COLUMNS if c not in df.columns]
     if missing:
         raise ArchiveError(f"score frame lacks columns: {', '.join(missing)}")
+    if "needless" not in df.columns:
+        df = df.with_columns(needless=pl.lit(None, dtype=pl.Boolean))
+    family = pl.col("scenario").str.slice(0, 1)
     return df.with_columns(
-        # W vs R: the clustering unit for clustered SEs.
-        family=pl.col("scenario").str.slice(0, 1),
+        # W vs R (vs O): the clustering unit for clustered SEs.
+        family=family,
         # Extra variants (R4-nograph) are degradation checks where FAIL is expected; grid means
-        # leave them out unless asked, as the README's grid metric does.
-        primary=pl.col("variant") == pl.col("scenario"),
+        # leave them out unless asked, as the README's grid metric does. Over-triggering scenarios
+        # (O) are left out too: their metric is the needless rate, reported beside the grid mean.
+        primary=(pl.col("variant") == pl.col("scenario")) & (family != OVERTRIGGER_FAMILY),
         plugin_hash=pl.col("plugin_hash").fill_null("(none)"),
     )
 

@@ -24,7 +24,7 @@ from analysis.degradation import ALPHA, degradation_table, status_label
 from analysis.frames import check_columns
 from analysis.paired import PairedResult, compare, compare_table
 from analysis.power import components_from_pilot, plan_table, power_curve
-from analysis.stats import cell_table, grid_table
+from analysis.stats import cell_table, grid_table, needless_table
 from evalb.archive import LATEST_RUN_COLUMNS, Archive
 from evalb.errors import ConfigurationError, UsageError
 from evalb.schema import columns
@@ -241,6 +241,21 @@ def _arms_section(scores: pl.DataFrame, fig: Callable[[go.Figure, str], str]) ->
     return parts
 
 
+def _needless_section(scores: pl.DataFrame) -> list[str]:
+    """Over-triggering: the needless rate per model × plugin, beside the grid pass rate (not in it)."""
+    table = needless_table(scores)
+    if table.is_empty():
+        return []
+    return [
+        "<h2 id='needless'>Needless rate (over-triggering scenarios)</h2>",
+        "<p class='note'>On the O scenarios the task needs no decision record: a run is <em>needless</em> "
+        "when it consulted docs/adr (or the plugin) or proposed an ADR anyway. Lower is better. These "
+        "scenarios are not in the grid pass rate above; a wording that raises it by opening docs/adr "
+        "on every task shows here. <code>passes</code>: task done and not needless.</p>",
+        table_html(table),
+    ]
+
+
 def render_report(
     scores: pl.DataFrame,
     events: pl.DataFrame,
@@ -265,7 +280,7 @@ def render_report(
         f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC · {scores.height} scored runs "
         f"({int((~scores['valid']).sum())} INVALID, excluded from every rate) · "
         f"checker {', '.join(sorted(set(scores['checker_hash'].to_list())))[:80]}</p>",
-        "<nav class='note'>Sections: <a href='#grid'>grid</a> · <a href='#cells'>cells</a> · "
+        "<nav class='note'>Sections: <a href='#grid'>grid</a> · <a href='#needless'>needless</a> · <a href='#cells'>cells</a> · "
         "<a href='#degradation'>degradation</a> · <a href='#arms'>arms</a> · <a href='#reps'>every rep</a> · <a href='#paired'>paired</a> · <a href='#planning'>planning</a> · "
         "<a href='#costs'>costs</a> · <a href='#runs'>runs</a></nav>",
         "<p class='note'>Intervals are 95%. Cell intervals are Wilson intervals over valid reps. Grid means "
@@ -275,6 +290,7 @@ def render_report(
         "<h2 id='grid'>Grid pass rate</h2>",
         table_html(grids.select(GRID_COLUMNS)),
         fig(plots.grid_figure(grids.filter(pl.col("axis") == "passed")), "grid"),
+        *_needless_section(scores),
         "<h2 id='cells'>Cells</h2>",
         fig(plots.cell_rates_figure(cells, "passed"), "cells"),
         fig(plots.cell_rates_figure(cells, "axis_a"), "cells-a"),

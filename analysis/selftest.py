@@ -16,6 +16,14 @@ of false PASS the prose rules guard against (negated conflict, supersession as h
 or unrelated qualifier on the distractor, reversed/negated/asked/hedged content, false citations,
 questions, code blocks, quoted hook notes, non-English punctuation, long messages) a text that must
 FAIL axis (b), for the rule named in its reasons, and its near-twin that must PASS.
+
+Over-triggering (O) scenarios: the ideal agent does the task and never touches the ADR system
+(A PASS = not needless, B PASS = task done); untouched/oblivious ones do not do the task (A PASS,
+B FAIL). Controls (`fabricate.overtrigger_controls`), both directions, all doing the task right:
+ritual consultation in every form axis (a) knows (Bash, Read, Grep, Skill, CLI, a sub-agent), an
+ADR written by a script, the ADR index edited, an ADR offered in prose (the judge) -> needless;
+looking around without touching docs/adr, declining an ADR or naming docs/adr in prose -> not
+needless. A symlinked or gutted file must FAIL axis (b). Each case also checks the `needless` column.
 """
 
 from __future__ import annotations
@@ -48,6 +56,8 @@ class Case:
     expect_verdict: str
     must_say: str | None = None
     """A phrase the reasons must contain (e.g. that W's axis (b) came from the new ADR, not the judge)."""
+    expect_needless: bool | None = None
+    """O scenarios: the `needless` column (None = not asserted; W/R runs must have it null)."""
     run_id: str = ""
 
 
@@ -70,6 +80,9 @@ def build_cases(scenarios: list[Scenario], adrs: dict[str, tuple[str, str]]) -> 
     """Both directions for every variant, then the negative controls."""
     cases: list[Case] = []
     for sc in scenarios:
+        if sc.kind.value == "overtrigger":
+            cases.extend(overtrigger_cases(sc, adrs))
+            continue
         base = sc.all_variants()[0]
         for v in sc.all_variants():
             good = "PASS" if v.expect_b == "pass" else "FAIL"
@@ -108,6 +121,42 @@ def build_cases(scenarios: list[Scenario], adrs: dict[str, tuple[str, str]]) -> 
             Case("no-hook", sc.id, sc.id, fab.no_hook(sc, base, adrs), None, None, "INVALID", "INVALID: no")
         )
         cases.extend(mention_and_hook_controls(sc, adrs))
+    return cases
+
+
+def overtrigger_cases(sc: Scenario, adrs: dict[str, tuple[str, str]]) -> list[Case]:
+    """O: both directions (ideal vs untouched/oblivious/symlinked/gutted) and the needless controls."""
+    o = sc.id
+    cases = [
+        Case(
+            "perfect",
+            o,
+            o,
+            fab.perfect(sc, sc.all_variants()[0], adrs),
+            "PASS",
+            "PASS",
+            "PASS",
+            "task done",
+            False,
+        ),
+        Case(
+            "untouched", o, o, fab.untouched(sc), "PASS", "FAIL", "FAIL", "was not added or modified", False
+        ),
+        Case("oblivious", o, o, fab.oblivious(sc), "PASS", "FAIL", "FAIL", "task not done", False),
+        Case(
+            "symlinked", o, o, fab.overtrigger_symlink(sc), "PASS", "FAIL", "FAIL", "as a regular file", False
+        ),
+        Case("gutted", o, o, fab.overtrigger_gutted(sc), "PASS", "FAIL", "FAIL", "lacks", False),
+    ]
+    for name, needless, made, say in fab.overtrigger_controls(sc):
+        a, verdict = ("FAIL", "FAIL") if needless else ("PASS", "PASS")
+        cases.append(Case(name, o, o, made, a, "PASS", verdict, say, needless))
+    cases.append(
+        Case(
+            "no-hook", o, o, fab.no_hook(sc, sc.all_variants()[0], adrs), None, None, "INVALID", "INVALID: no"
+        )
+    )
+    cases.extend(mention_and_hook_controls(sc, adrs))
     return cases
 
 
@@ -183,6 +232,11 @@ def mention_and_hook_controls(sc: Scenario, adrs: dict[str, tuple[str, str]]) ->
     return out
 
 
+def sc_kind(case: Case, scenarios: list[Scenario]) -> str:
+    """The kind of the scenario a case belongs to."""
+    return next(sc.kind.value for sc in scenarios if sc.id == case.scenario)
+
+
 def _ab(v: bool | None) -> str:
     return "-" if v is None else ("PASS" if v else "FAIL")
 
@@ -214,6 +268,10 @@ def run_selftest(
         want = (c.expect_a, c.expect_b, c.expect_verdict)
         ok = all(w is None or w == g for w, g in zip(want, got, strict=True))
         ok = ok and (c.must_say is None or c.must_say in s["reasons"])
+        if c.expect_needless is not None or sc_kind(c, scenarios) != "overtrigger":
+            ok = ok and s["needless"] == c.expect_needless
+        elif s["valid"]:
+            ok = ok and s["needless"] is not None
         rows.append(
             {
                 "variant": c.variant,

@@ -171,7 +171,7 @@ def write_archive(root: Path | str, scores: pl.DataFrame) -> Archive:
         score_rows.append(
             ScoreRecord(
                 scored_at=row["started_at"] + dt.timedelta(hours=1),
-                **{k: row[k] for k in ScoreRecord.model_fields if k != "scored_at"},
+                **{k: row[k] for k in ScoreRecord.model_fields if k != "scored_at" and k in row},
             )
         )
     archive.append_rows("scores", score_rows)

@@ -323,3 +323,38 @@ def grid_table(
         fields = {f: pl.Int64 if f in ints else pl.Float64 for f in GridEstimate.__dataclass_fields__}
         return pl.DataFrame(schema={**{b: scores.schema[b] for b in by}, "axis": pl.String, **fields})
     return pl.DataFrame(rows).with_columns(pl.col(pl.Float64).fill_nan(None))
+
+
+def needless_table(
+    scores: pl.DataFrame, by: Sequence[str] = ("model_alias", "plugin_hash"), conf: float = 0.95
+) -> pl.DataFrame:
+    """Over-triggering: one row per `by` group with valid O runs: needless runs / valid O runs
+    (pooled over the O scenarios), its Wilson interval, and the O pass rate (task done and not
+    needless). Empty when no O run is valid. Reported beside the grid pass rate, never in it."""
+    o = scores.filter(pl.col("needless").is_not_null() & pl.col("valid").fill_null(False))
+    schema: dict[str, pl.DataType | type[pl.DataType]] = {
+        **{b: scores.schema[b] for b in by},
+        "needless": pl.Int64,
+        "n": pl.Int64,
+        "rate": pl.Float64,
+        "lo": pl.Float64,
+        "hi": pl.Float64,
+        "passes": pl.Int64,
+        "n_scenarios": pl.Int64,
+    }
+    if o.is_empty():
+        return pl.DataFrame(schema=schema)
+    agg = (
+        o.group_by(list(by))
+        .agg(
+            needless=pl.col("needless").cast(pl.Int64).sum(),
+            n=pl.len().cast(pl.Int64),
+            passes=pl.col("passed").fill_null(False).cast(pl.Int64).sum(),
+            n_scenarios=pl.col("variant").n_unique().cast(pl.Int64),
+        )
+        .sort(list(by))
+    )
+    lo, hi = proportion_interval(agg["needless"].to_numpy(), agg["n"].to_numpy(), conf)
+    return agg.with_columns(rate=pl.col("needless") / pl.col("n"), lo=pl.Series(lo), hi=pl.Series(hi)).select(
+        list(schema)
+    )

@@ -8,7 +8,7 @@ import polars as pl
 
 from analysis.degradation import degradation_lines, degradation_table
 from analysis.frames import CELL_KEYS, check_columns
-from analysis.stats import PASS_K, cell_table, grid_table
+from analysis.stats import PASS_K, cell_table, grid_table, needless_table
 from evalb.archive import Archive
 
 
@@ -80,6 +80,19 @@ def summary_text(archive: Archive | Path | str, conf: float = 0.95) -> str:
             f"{int(conf * 100)}% CI {_interval(g['lo'], g['hi'])}  over {_plural(g['n_scenarios'], 'scenario')}, "
             f"{g['reps_mean'] or 0:.1f} valid reps each"
         )
+    needless = needless_table(scores, conf=conf)
+    if needless.height:
+        lines.append("")
+        lines.append(
+            "needless rate (over-triggering scenarios O*: consulted docs/adr or proposed an ADR on a task "
+            "that needs neither; not in the grid pass rate, lower is better):"
+        )
+        for g in needless.iter_rows(named=True):
+            lines.append(
+                f"  {g['model_alias']:<{mw}} {str(g['plugin_hash'])[:8]:<8} {_pct(g['rate'])}  "
+                f"{g['needless']}/{g['n']} valid runs  {int(conf * 100)}% CI {_interval(g['lo'], g['hi'])}  "
+                f"over {_plural(g['n_scenarios'], 'scenario')}; O pass {g['passes']}/{g['n']}"
+            )
     degr = degradation_lines(degradation_table(scores))
     if degr:
         lines += ["", *degr]

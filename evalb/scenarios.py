@@ -35,10 +35,26 @@ DEFAULT_CONFLICT_PATTERNS = [
 
 
 class ScenarioKind(StrEnum):
-    """W scenarios test the write trigger, R scenarios retrieval."""
+    """W scenarios test the write trigger, R scenarios retrieval, O scenarios over-triggering (a task
+    where consulting docs/adr or proposing an ADR is pointless; ids start with 'O')."""
 
     write = "write"
     retrieval = "retrieval"
+    overtrigger = "overtrigger"
+
+
+#: Listing order of the kinds (load_scenarios, grid 'all', TSV rows).
+KIND_ORDER = {ScenarioKind.write: 0, ScenarioKind.retrieval: 1, ScenarioKind.overtrigger: 2}
+
+
+def _compiled(patterns: list[str]) -> list[str]:
+    """The patterns, each checked to compile (a bad one is a validation error, not a traceback)."""
+    for p in patterns:
+        try:
+            re.compile(p)
+        except re.error as e:
+            raise ValueError(f"pattern {p!r} is not a valid regex: {e}") from e
+    return patterns
 
 
 class PolicyHints(BaseModel):
@@ -51,6 +67,34 @@ class PolicyHints(BaseModel):
     search_file: str | None = Field(None, description="File an ideal agent passes to `adr-search --file`.")
     record_title: str | None = Field(None, description="W: title of the ADR an ideal agent records.")
     record_supersedes: str | None = Field(None, description="W3: id of the ADR the new record supersedes.")
+    edit_old: str | None = Field(
+        None, description="O: text an ideal agent replaces in touch_file (None: it writes touch_file anew)."
+    )
+    edit_new: str | None = Field(None, description="O: the replacement text (or the new file's content).")
+    replace_all: bool = Field(False, description="O: replace every occurrence of edit_old, not just one.")
+
+
+class DoneCheck(BaseModel):
+    """O: one file the task's success is read from, in the sandbox's end state."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    path: str = Field(description="Path relative to the project root; must end as a changed regular file.")
+    present: list[str] = Field(default_factory=list, description="Regexes that must ALL occur in it.")
+    absent: list[str] = Field(default_factory=list, description="Regexes none of which may occur in it.")
+
+    @field_validator("present", "absent")
+    @classmethod
+    def _regexes(cls, v: list[str]) -> list[str]:
+        return _compiled(v)
+
+    @model_validator(mode="after")
+    def _something(self) -> DoneCheck:
+        if not self.present and not self.absent:
+            raise ValueError(f"done check on {self.path} needs present or absent patterns")
+        if self.path.startswith("/") or ".." in self.path.split("/"):
+            raise ValueError(f"done check path {self.path!r} must be relative to the project, without '..'")
+        return self
 
 
 class Variant(BaseModel):
@@ -71,7 +115,7 @@ class Scenario(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    id: str = Field(description="W1..W3 or R1..R4.")
+    id: str = Field(description="W1..W3, R1..R4 or O1..O3.")
     kind: ScenarioKind
     title: str = Field(description="Short human title; never shown to the model.")
     correct_adr: str | None = Field(None, description="R: the ADR id the answer must rest on, e.g. '0002'.")
@@ -93,6 +137,9 @@ class Scenario(BaseModel):
         description="W: regexes; a new docs/adr/NNNN-*.md whose name or body matches any one passes (b).",
     )
     supersedes: str | None = Field(None, description="W3: the earlier ADR the reversal concerns.")
+    done: list[DoneCheck] = Field(
+        default_factory=list, description="O: the task is done when every check holds (axis (b))."
+    )
     graph: bool = Field(False, description="Whether the base variant's sandbox keeps the code graph.")
     variants: list[Variant] = Field(default_factory=list, description="Extra variants, e.g. R4-nograph.")
     policy: PolicyHints
@@ -116,9 +163,7 @@ class Scenario(BaseModel):
     @field_validator("content_patterns", "topic_patterns", "conflict_patterns")
     @classmethod
     def _regexes(cls, v: list[str]) -> list[str]:
-        for p in v:
-            re.compile(p)
-        return v
+        return _compiled(v)
 
     @model_validator(mode="after")
     def _kind_fields(self) -> Scenario:
@@ -128,6 +173,17 @@ class Scenario(BaseModel):
             raise ValueError("match: content needs content_patterns")
         if self.kind is ScenarioKind.write and not self.topic_patterns:
             raise ValueError("write scenarios need topic_patterns")
+        if self.kind is ScenarioKind.overtrigger:
+            if not self.done:
+                raise ValueError("overtrigger scenarios need done checks (what the task's success is)")
+            if not self.id.startswith("O"):
+                raise ValueError(
+                    "overtrigger scenario ids start with 'O' (reports group them by that letter)"
+                )
+            if self.policy.edit_new is None:
+                raise ValueError("overtrigger scenarios need policy.edit_new (what an ideal agent changes)")
+        elif self.id.startswith("O"):
+            raise ValueError("ids starting with 'O' are for overtrigger scenarios")
         return self
 
     def all_variants(self) -> list[Variant]:
@@ -176,12 +232,12 @@ def parse_scenario(path: Path) -> Scenario:
 @cache
 def _load_dir(directory: Path) -> tuple[Scenario, ...]:
     parsed = [parse_scenario(p) for p in directory.glob("*.md")]
-    # The spec's order: write-trigger scenarios first, then retrieval, each by id.
-    return tuple(sorted(parsed, key=lambda s: (s.kind is not ScenarioKind.write, s.id)))
+    # The spec's order: write-trigger scenarios first, then retrieval, then over-triggering, each by id.
+    return tuple(sorted(parsed, key=lambda s: (KIND_ORDER[s.kind], s.id)))
 
 
 def load_scenarios(directory: Path | None = None) -> list[Scenario]:
-    """All scenarios in `directory` (default: the repo's scenarios/): W first, then R, each by id."""
+    """All scenarios in `directory` (default: the repo's scenarios/): W, then R, then O, each by id."""
     return list(_load_dir((directory or paths.SCENARIOS_DIR).resolve()))
 
 
@@ -199,5 +255,5 @@ def resolve_variant(variant_id: str, directory: Path | None = None) -> tuple[Sce
 
 
 def all_variant_ids(directory: Path | None = None) -> list[str]:
-    """Every runnable variant id, e.g. W1..W3, R1..R4, R4-nograph."""
+    """Every runnable variant id, e.g. W1..W3, R1..R4, R4-nograph, O1..O3."""
     return [v.id for sc in load_scenarios(directory) for v in sc.all_variants()]

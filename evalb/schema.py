@@ -225,6 +225,11 @@ class ScoreRecord(Record):
     axis_a: bool | None = Field(description="Unprompted consultation (null when invalid).")
     axis_b: bool | None = Field(description="Specific correctness (null when invalid).")
     passed: bool | None = Field(description="axis_a AND axis_b (null when invalid).")
+    needless: bool | None = Field(
+        default=None,
+        description="O (over-triggering) scenarios: the run consulted the ADR system or proposed an ADR "
+        "although the task had nothing to do with a decision (null for W/R runs and invalid runs).",
+    )
     verdict: Literal["PASS", "FAIL", "INVALID"] = Field(description="What the TSV row says.")
     reasons: str = Field(description="Short human reasons, '; '-separated.")
     evidence_a: list[int] = Field(description="seq numbers of the events that decided axis (a).")

@@ -65,7 +65,7 @@ def record_grid(
 
 @pytest.fixture(scope="session")
 def demo_archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """All 8 variants × scripted:oracle × 2 reps, plus × scripted:oblivious × 1 rep (24 reps)."""
+    """All 11 variants × scripted:oracle × 2 reps, plus × scripted:oblivious × 1 rep (33 reps)."""
     root = tmp_path_factory.mktemp("demo") / "archive"
     record_grid(root, ["all"], ["scripted:oracle"], 2)
     record_grid(root, ["all"], ["scripted:oblivious"], 1)
@@ -85,7 +85,7 @@ def score(root: Path) -> None:
 
 @pytest.fixture(scope="session")
 def stochastic_archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """All 8 variants × scripted:stochastic × 3 reps plus × scripted:oracle × 1, recorded and scored:
+    """All 11 variants × scripted:stochastic × 3 reps plus × scripted:oracle × 1, recorded and scored:
     real variance, for the statistics, notebooks and report."""
     root = tmp_path_factory.mktemp("stochastic") / "archive"
     record_grid(root, ["all"], ["scripted:stochastic"], 3)

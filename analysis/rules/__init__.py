@@ -9,7 +9,8 @@ Engines:
 Inputs are the tables the checker registers: `runs`, `events` and `artifacts` (the archive,
 restricted to the runs being scored), `shell_ops` (what each Bash command reads, lists,
 searches, writes or runs, parsed by `shell.py`), `scenario_meta` and `scenario_patterns` (from
-scenarios/*.md, so a new scenario needs no rule change) and, for `verdict` only,
+scenarios/*.md, so a new scenario needs no rule change; an O scenario's done checks are its rows of
+role done_present / done_absent, with the file in `path`) and, for `verdict` only,
 `judge_verdicts`. Roles say what a rule is to the verdict, which `verdict.py` builds from this
 table: adding a rule = its source file, one line here, and its cases file (cases/<name>.yaml).
 Every *.sql and *.py file here is part of the checker hash. `consulted.py` is the Polars twin of
@@ -31,7 +32,9 @@ Role = Literal[
     "conflict",  # R: a further requirement (NULL = not applicable)
     "distractor",  # R: a further requirement (NULL = not applicable)
     "new_adr",  # W: the deterministic part
-    "judge_input",  # W: what the judge reads when new_adr fails
+    "task_done",  # O: the task itself was done (axis (b) of an over-triggering scenario)
+    "needless",  # O: needless consultation or written proposal (the judge adds prose proposals)
+    "judge_input",  # W: what the judge reads when new_adr fails; O: when needless does not hold
     "verdict",  # the verdict itself, run after the judge has answered
 ]
 
@@ -62,6 +65,8 @@ RULES: tuple[RuleSpec, ...] = (
     RuleSpec("flags_conflict", "python", "conflict", "b"),
     RuleSpec("no_live_distractor", "python", "distractor", "b"),
     RuleSpec("new_adr", "sql", "new_adr", "b"),
+    RuleSpec("task_done", "sql", "task_done", "b"),
+    RuleSpec("needless", "sql", "needless", "a"),
     RuleSpec("final_message", "sql", "judge_input", "b"),
     RuleSpec("verdict", "python", "verdict"),
 )

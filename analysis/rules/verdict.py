@@ -5,6 +5,11 @@ Overall PASS = axis (a) AND axis (b); INVALID runs get no axes.
 - Axis (b), R: the `cite` rule (match=id) or the `content` rule (match=content, R3) holds, AND
   every requirement rule (roles in REQUIREMENT_ROLES: the conflict is flagged, no superseded
   distractor is cited as live) holds where it applies (ok NULL = not applicable).
+- O (overtrigger) scenarios: `needless` = the `needless` rule holds (consulted the ADR system, or
+  changed docs/adr) or else the judge answered YES on the final message (a proposal in prose).
+  Axis (a) reads "no needless consultation or proposal" (NOT needless), axis (b) is the
+  `task_done` rule; PASS = both. The `needless` column carries the boolean for valid O runs
+  (NULL for W, R and invalid runs). An O run the judge had to decide and could not is INVALID.
 - Axis (b), W: the `new_adr` rule holds, or else the judge answered YES on the `judge_input`
   (`judge_verdicts`, registered by the checker after asking or reusing the judge). A W run that
   only the judge could decide, whose judge gave no YES/NO (ERROR: no credentials, a crash, a
@@ -42,6 +47,7 @@ def verdict_sql(rules: Sequence[RuleSpec] = RULES) -> str:
     """The `verdict` view, built from the declared roles."""
     valid, cite, content = _one(rules, "validity"), _one(rules, "cite"), _one(rules, "content")
     new, final = _one(rules, "new_adr"), _one(rules, "judge_input")
+    done, needless = _one(rules, "task_done"), _one(rules, "needless")
     axis_a = [r.name for r in rules if r.role == "axis_a"]
     reqs = [r.name for r in rules if r.role in REQUIREMENT_ROLES]
     if not axis_a:
@@ -71,8 +77,13 @@ WITH parts AS (
         s.ok AS content_ok, s.evidence AS content_ev, s.reason AS content_reason,
         {req_cols}
         n.ok AS new_ok, n.evidence AS new_ev, n.reason AS new_reason,
+        t.ok AS done_ok, t.evidence AS done_ev, t.reason AS done_reason,
+        nd.ok AS nd_ok, nd.evidence AS nd_ev, nd.reason AS nd_reason,
         fm.seq AS final_seq, j.verdict AS judge_verdict,
-        v.ok AND m.kind = 'write' AND NOT coalesce(n.ok, false) AND fm.seq IS NOT NULL
+        v.ok AND (
+            (m.kind = 'write' AND NOT coalesce(n.ok, false))
+            OR (m.kind = 'overtrigger' AND NOT coalesce(nd.ok, false))
+        ) AND fm.seq IS NOT NULL
             AND coalesce(j.verdict NOT IN ('YES', 'NO'), true) AS unjudged
     FROM runs r
     JOIN {valid} v ON v.run_id = r.run_id
@@ -81,6 +92,8 @@ WITH parts AS (
     LEFT JOIN {cite} c ON c.run_id = r.run_id
     LEFT JOIN {content} s ON s.run_id = r.run_id
     LEFT JOIN {new} n ON n.run_id = r.run_id
+    LEFT JOIN {done} t ON t.run_id = r.run_id
+    LEFT JOIN {needless} nd ON nd.run_id = r.run_id
     LEFT JOIN {final} fm ON fm.run_id = r.run_id
     LEFT JOIN judge_verdicts j ON j.run_id = r.run_id
 ),
@@ -92,26 +105,43 @@ checked AS (
              ELSE invalid_reason END AS invalid_reason)
     FROM parts
 ),
+overtrigger AS (
+    SELECT * REPLACE (
+        CASE WHEN kind = 'overtrigger' THEN NOT needless_ok ELSE a_ok END AS a_ok,
+        CASE WHEN kind <> 'overtrigger' THEN a_ev
+             WHEN nd_ok THEN coalesce(nd_ev, []::BIGINT[])
+             WHEN needless_ok THEN [final_seq]
+             ELSE []::BIGINT[] END AS a_ev,
+        CASE WHEN kind <> 'overtrigger' THEN a_reason
+             WHEN nd_ok OR NOT needless_ok THEN 'A: ' || nd_reason
+             ELSE 'A: needless proposal: judge YES on the final message (seq ' || final_seq || ')'
+        END AS a_reason)
+    FROM (SELECT *, coalesce(nd_ok, false) OR coalesce(judge_verdict = 'YES', false) AS needless_ok
+          FROM checked)
+),
 axes AS (
     SELECT *,
         CASE WHEN NOT valid THEN NULL
+             WHEN kind = 'overtrigger' THEN coalesce(done_ok, false)
              WHEN kind = 'retrieval' THEN
                  coalesce(CASE WHEN match = 'content' THEN content_ok ELSE cite_ok END, false){req_ok}
              WHEN kind = 'write' THEN coalesce(new_ok, false) OR coalesce(judge_verdict = 'YES', false)
         END AS axis_b,
         CASE WHEN kind = 'retrieval' THEN concat_ws(', ',
                  CASE WHEN match = 'content' THEN content_reason ELSE cite_reason END{req_reason})
+             WHEN kind = 'overtrigger' THEN done_reason
              WHEN new_ok THEN new_reason
              WHEN judge_verdict IS NULL AND final_seq IS NULL THEN new_reason || ', no final message to judge'
              WHEN judge_verdict IS NULL THEN new_reason || ', not judged'
              ELSE new_reason || ', judge ' || judge_verdict || ' on the final message (seq ' || final_seq || ')'
         END AS b_reason,
         CASE WHEN kind = 'retrieval' THEN list_sort(list_distinct({b_ev}))
+             WHEN kind = 'overtrigger' THEN coalesce(done_ev, []::BIGINT[])
              WHEN new_ok THEN new_ev
              WHEN final_seq IS NOT NULL THEN [final_seq]
              ELSE []::BIGINT[]
         END AS b_ev
-    FROM checked
+    FROM overtrigger
 )
 SELECT
     run_id, scenario, variant, model_alias, plugin_hash, rep, started_at,
@@ -120,6 +150,7 @@ SELECT
     CASE WHEN valid THEN a_ok END AS axis_a,
     axis_b,
     CASE WHEN valid THEN a_ok AND axis_b END AS passed,
+    CASE WHEN valid AND kind = 'overtrigger' THEN needless_ok END AS needless,
     CASE WHEN NOT valid THEN 'INVALID' WHEN a_ok AND axis_b THEN 'PASS' ELSE 'FAIL' END AS verdict,
     CASE WHEN NOT valid THEN 'INVALID: ' || invalid_reason
          ELSE a_reason || '; B: ' || b_reason || CASE WHEN outcome IN ('turn_limit', 'budget_limit')

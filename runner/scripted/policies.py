@@ -58,7 +58,7 @@ class RepContext:
     """Everything a policy may know about its rep (registered with the server by the runner)."""
 
     variant: str
-    kind: str  # "write" | "retrieval" | "judge"
+    kind: str  # "write" | "retrieval" | "overtrigger" | "judge"
     hints: PolicyHints | None
     policy: str
     params: dict[str, float] = field(default_factory=dict)
@@ -155,11 +155,33 @@ def _read(path: str) -> ToolCall:
     return _bash(f"cat {shlex.quote(path)}")
 
 
+def _do_task(ctx: RepContext, obs: Observation, hints: PolicyHints) -> Program:
+    """O: make the change the hints describe with the client's own file tools (Read then Edit, or
+    Write for a new file), then say so without a word about decisions."""
+    if hints.edit_new is None:
+        raise PolicyError(f"policy {ctx.policy!r} needs policy.edit_new for {ctx.variant}")
+    if not obs.cwd:
+        raise PolicyError(f"policy {ctx.policy!r} needs the working directory for {ctx.variant}")
+    path = f"{obs.cwd.rstrip('/')}/{hints.touch_file}"
+    if hints.edit_old is None:
+        yield ToolCall("Write", {"file_path": path, "content": hints.edit_new}, "Adding the file.")
+    else:
+        yield ToolCall("Read", {"file_path": path})
+        edit: dict[str, Any] = {"file_path": path, "old_string": hints.edit_old, "new_string": hints.edit_new}
+        if hints.replace_all:
+            edit["replace_all"] = True
+        yield ToolCall("Edit", edit)
+    yield Final(f"Done: {hints.touch_file} is updated.")
+
+
 # --- policies -----------------------------------------------------------------------------------------
 def oracle(ctx: RepContext, obs: Observation) -> Program:
-    """What an ideal agent does: consult the records, then cite the live one or record the decision."""
+    """What an ideal agent does: consult the records, then cite the live one or record the decision;
+    on an over-triggering task (nothing decided), just do the task."""
     hints = _need_hints(ctx)
-    if ctx.kind == "write":
+    if ctx.kind == "overtrigger":
+        yield from _do_task(ctx, obs, hints)
+    elif ctx.kind == "write":
         yield from _record(ctx, obs, hints)
     else:
         yield from _retrieve(ctx, obs, hints, cite_correctly=True)
@@ -190,7 +212,8 @@ def wording_params(note: str | None) -> dict[str, float]:
 
 
 def stochastic(ctx: RepContext, obs: Observation) -> Program:
-    """Consults with p_consult; then cites correctly with p_cite (R) or records / proposes (W).
+    """Consults with p_consult; then cites correctly with p_cite (R) or records / proposes (W); on
+    an over-triggering task (O) it does the task, after a needless consultation with p_consult.
 
     A wording marker in the SessionStart note (`wording_params`) overrides the model's parameters.
     The draws depend on the rep's seed only, so the arms of one (variant, model, rep) share them."""
@@ -199,6 +222,11 @@ def stochastic(ctx: RepContext, obs: Observation) -> Program:
     p = {"p_consult": 0.7, "p_cite": 0.8, "p_record": 0.5, "p_propose": 0.3, **ctx.params}
     p |= wording_params(obs.hook_note)
     consult, u = rng.random() < p["p_consult"], rng.random()
+    if ctx.kind == "overtrigger":  # p_consult is then the rate of needless (ritual) consultation
+        if consult:
+            yield from _consult(ctx, obs, hints)
+        yield from _do_task(ctx, obs, hints)
+        return
     if not consult:
         yield from oblivious(ctx, obs)
         return
@@ -217,6 +245,14 @@ def stochastic(ctx: RepContext, obs: Observation) -> Program:
                 yield Final(f"Done: the change is in {hints.touch_file}.")
     else:
         yield from _retrieve(ctx, obs, hints, cite_correctly=u < p["p_cite"])
+
+
+def ritual(ctx: RepContext, obs: Observation) -> Program:
+    """Consults the records first on every task, whatever it is (a wording that makes agents open
+    docs/adr by ritual), then acts as the oracle: needless on every over-triggering task."""
+    hints = _need_hints(ctx)
+    yield from _consult(ctx, obs, hints)
+    yield from oracle(ctx, obs)
 
 
 def _retrieve(ctx: RepContext, obs: Observation, hints: PolicyHints, *, cite_correctly: bool) -> Program:
@@ -450,6 +486,7 @@ POLICIES: dict[str, PolicyFn] = {
     "oracle": oracle,
     "oblivious": oblivious,
     "stochastic": stochastic,
+    "ritual": ritual,
     "escape": escape,  # test policy (adversarial); see `escape`
     "shell": shell,  # test policy (adversarial); see `shell`
 }

@@ -65,7 +65,10 @@ def test_selftest_has_the_mention_and_hook_controls() -> None:
     for sc in scenarios:
         assert got[(sc.id, "foreign-hook")] == (None, "INVALID")
         assert got[(sc.id, "foreign-and-own-hook")][0] == "PASS"
-        if sc.kind.value != "write":
+        if sc.kind.value == "overtrigger":  # here axis (a) reads "not needless": both directions
+            assert got[(sc.id, "looks-around-not-at-adrs")] == ("PASS", "PASS")
+            assert got[(sc.id, "ritual-ls-adr")] == ("FAIL", "FAIL")
+        elif sc.kind.value != "write":
             assert got[(sc.id, "a-by-mention")] == ("FAIL", "FAIL")
             assert got[(sc.id, "a-by-pipeline-read")][0] == "PASS"
 

@@ -44,7 +44,7 @@ def test_results_get_one_scored_row_per_rep(tmp_path: Path) -> None:
     [
         (
             ["run", "R9", "scripted:oracle"],
-            "error: unknown scenario 'R9' (choose one of: W1, W2, W3, R1, R2, R3, R4, R4-nograph)",
+            "error: unknown scenario 'R9' (choose one of: W1, W2, W3, R1, R2, R3, R4, R4-nograph, O1, O2, O3)",
         ),
         (
             ["run", "R1", "scripted:wizard"],

@@ -1,4 +1,4 @@
-"""Sandboxes: for each of the 8 variants, the fixture and nothing more, one commit, clean status."""
+"""Sandboxes: for each variant (W1-W3, R1-R4, R4-nograph, O1-O3), the fixture and nothing more, one commit, clean status."""
 
 from __future__ import annotations
 
