@@ -83,7 +83,9 @@ def seed_archive(root: Path, n: int) -> float:
 
     t = time.perf_counter()
     archive = Archive(root)
-    run = import_transcript(REPO / "tests/runner/golden/no-plugin.jsonl", archive, scenario="R1", model="haiku")
+    run = import_transcript(
+        REPO / "tests/runner/golden/no-plugin.jsonl", archive, scenario="R1", model="haiku"
+    )
     assert run is not None
     row = to_frame("runs", [run])
     runs = root / "runs"

@@ -235,7 +235,9 @@ class Importer:
                 done(r)
         return results
 
-    def _one(self, item: ImportItem, committer: Committer, done: Callable[[ImportResult], None]) -> ImportResult:
+    def _one(
+        self, item: ImportItem, committer: Committer, done: Callable[[ImportResult], None]
+    ) -> ImportResult:
         try:
             size = item.transcript.stat().st_size
             prepared = self.prepare(item)

@@ -15,7 +15,7 @@ import pytest
 from evalb.archive import Archive
 from evalb.sandbox import build_sandbox
 from runner.import_inputs import ImportItem
-from runner.importer import ImportIndex, Importer, import_transcript
+from runner.importer import Importer, ImportIndex, import_transcript
 from tests.conftest import GOLDEN
 
 EXE = Path(".venv/bin/evalb-record").resolve()
@@ -123,7 +123,10 @@ class TestReimport:
         # another model is another slot
         importer = Importer(Archive(tmp_path / "a"))
         results = importer.run(
-            [ImportItem(GOLDEN / "no-plugin.jsonl", "R1", "haiku"), ImportItem(GOLDEN / "no-plugin.jsonl", "R1", "sonnet")]
+            [
+                ImportItem(GOLDEN / "no-plugin.jsonl", "R1", "haiku"),
+                ImportItem(GOLDEN / "no-plugin.jsonl", "R1", "sonnet"),
+            ]
         )
         assert [r.skipped for r in results] == [True, False]
         assert results[1].run is not None and results[1].run.slot in importer.index
@@ -171,7 +174,11 @@ class TestManifestMistakes:
         ("header", "row", "start"),
         [
             ("transcript\tmodel", "{t}\thaiku", "error: manifest {m} has no 'scenario' column"),
-            ("transcript\tscenario\tmodel\tsandbx", "{t}\tR1\thaiku\t", "error: manifest {m} has unknown column 'sandbx'"),
+            (
+                "transcript\tscenario\tmodel\tsandbx",
+                "{t}\tR1\thaiku\t",
+                "error: manifest {m} has unknown column 'sandbx'",
+            ),
             ("transcript\tscenario\tmodel", "{t}\tR9\thaiku", "error: unknown scenario 'R9'"),
             ("transcript\tscenario\tmodel", "{t}\tR1", "error: manifest {m} line 3 has 2 fields"),
             ("transcript\tscenario\tmodel", "missing.jsonl\tR1\thaiku", "error: cannot read transcript"),

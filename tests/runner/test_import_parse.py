@@ -82,7 +82,9 @@ def test_deep_nesting_is_a_malformed_line() -> None:
 
 def test_parse_bytes_parses_each_line_once_with_the_same_rows() -> None:
     """parse_bytes' rows equal parse_line's for each line, and its summary equals feeding it."""
-    data = (GOLDEN / "plugin-skill-read-error.jsonl").read_bytes() + b"\xff junk\n" + LINES[5].encode() + b"\n"
+    data = (
+        (GOLDEN / "plugin-skill-read-error.jsonl").read_bytes() + b"\xff junk\n" + LINES[5].encode() + b"\n"
+    )
     rows, summary = parse_bytes("r", data)
     want, fed = [], TranscriptSummary()
     seq = 0
