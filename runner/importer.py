@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from evalb import __version__, manifest
 from evalb import sandbox as sandboxes
 from evalb.archive import Archive
-from evalb.errors import ArchiveError, EvalbError
+from evalb.errors import ArchiveError, EvalbError, UsageError
 from evalb.scenarios import Scenario, Variant, resolve_variant
 from evalb.schema import RunRecord, run_record
 from evalb.transcript import parse_rows
@@ -202,9 +202,10 @@ class Importer:
         *,
         batch: int = 32,
     ) -> list[ImportResult]:
-        """Import every item (checked first: `check_items`); each result, in input order, once
-        its run is committed (or skipped, or failed). A failure of the archive itself (disk full)
-        ends the import: what was committed before it is kept."""
+        """Import every item (checked first: `check_items`); the results in input order. Each
+        failure and skip goes to `on_result` as it happens, each imported run once every run is
+        committed. A failure of the archive itself (disk full) ends the import with an
+        ArchiveError: the runs committed before it are kept."""
         from runner.import_commit import Committer
 
         items = list(items)
@@ -223,7 +224,7 @@ class Importer:
             except ArchiveError as e:
                 kept = len(committer.committed)
                 raise ArchiveError(
-                    f"{e} ({kept} transcripts imported before it are kept)", hint=e.hint
+                    f"{e} (the {kept} runs committed before it are kept)", hint=e.hint
                 ) from e
         for r in results:
             if r.run is not None:
@@ -279,11 +280,9 @@ def import_transcript(
     plugin_dir: Path | None = None,
     rep: int = 0,
 ) -> RunRecord | None:
-    """Archive one JSONL transcript (malformed lines kept raw and flagged); None if already imported."""
-    from evalb.errors import UsageError
-
+    """Archive one JSONL transcript (malformed lines kept raw and flagged); None if already imported.
+    A transcript that cannot be imported (`BadTranscript`) is a UsageError."""
     item = ImportItem(transcript, scenario, model, sandbox)
-    resolve_variant(scenario)
     check_items([item])
     importer = Importer(archive, plugin_dir=plugin_dir)
     try:

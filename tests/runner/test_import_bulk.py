@@ -203,3 +203,44 @@ class TestManifestMistakes:
         res = cli("--manifest", m, "--scenario", "R1", "--archive", tmp_path / "a")
         assert res.returncode == 2 and res.stderr.startswith("error: --manifest and --scenario do not go")
         assert not (tmp_path / "a").exists()
+
+
+class TestArchiveFailure:
+    def test_disk_full_mid_import_keeps_committed_runs_and_leaves_no_orphans(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The third batch's data files cannot be placed (ENOSPC): the import ends with one
+        ArchiveError counting the runs kept; those runs are whole, and no file of the failed batch
+        is left in the archive."""
+        import errno
+
+        from evalb.errors import ArchiveError
+        from runner import import_commit
+
+        files = golden_copy(tmp_path / "t")
+        calls = {"n": 0}
+        real_fsync = import_commit._fsync
+
+        def failing_fsync(path: Path, flags: int = os.O_RDONLY) -> None:
+            if path.name.startswith("."):  # a temp file of a batch
+                calls["n"] += 1
+                if calls["n"] == 7:  # the third batch's first file (a batch: 2 data files, then 1 runs file)
+                    raise OSError(errno.ENOSPC, "No space left on device")
+            real_fsync(path, flags)
+
+        monkeypatch.setattr(import_commit, "_fsync", failing_fsync)
+        monkeypatch.setattr(import_commit, "WRITERS", 1)
+        monkeypatch.setattr(import_commit, "_POOL", None)
+        importer = Importer(Archive(tmp_path / "a"))
+        with pytest.raises(
+            ArchiveError, match=r"the disk is full .*\(the 2 runs committed before it are kept\)"
+        ):
+            # batch=1 and a slow producer: one run per batch
+            importer.run([ImportItem(f, "R1", "haiku") for f in files], batch=1)
+        a = Archive(tmp_path / "a")
+        runs = a.read("runs")
+        assert runs.height == 2
+        for table in ("events", "artifacts", "runs"):
+            names = {Path(p).stem for p in a.files(table)}
+            assert names == set(runs["run_id"].to_list()), table
+        assert not [p for p in (tmp_path / "a").rglob(".*.tmp")]
