@@ -30,6 +30,8 @@ BASE64 = "base64"
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _DECODE = msgspec.json.Decoder().decode
+#: json.dumps(v, ensure_ascii=False, sort_keys=True), without building an encoder per call
+_tool_input = json.JSONEncoder(ensure_ascii=False, sort_keys=True).encode
 
 
 def split_lines(data: bytes) -> list[bytes]:
@@ -187,7 +189,7 @@ def line_rows(
         if btype == "tool_use":
             row["tool_name"] = _s(block.get("name"))
             row["tool_use_id"] = _s(block.get("id"))
-            row["tool_input"] = json.dumps(block.get("input"), ensure_ascii=False, sort_keys=True)
+            row["tool_input"] = _tool_input(block.get("input"))
         elif btype == "tool_result":
             row["tool_use_id"] = _s(block.get("tool_use_id"))
             row["text"] = _result_text(block.get("content"))

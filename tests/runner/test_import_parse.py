@@ -102,3 +102,23 @@ def test_parse_bytes_parses_each_line_once_with_the_same_rows() -> None:
         seq += 1
     assert [r.model_dump() for r in rows] == [r.model_dump() for r in want]
     assert summary.run_fields() == fed.run_fields()
+
+
+@pytest.mark.parametrize(
+    "tool_input",
+    [
+        '{"b":1,"a":"é ☃ \\ud83d\\ude00"}',
+        '{"n":NaN,"i":Infinity,"big":123456789012345678901234567890}',
+        "[]",
+        "null",
+    ],
+)
+def test_tool_input_is_json_dumps_of_the_input(tool_input: str) -> None:
+    line = (
+        '{"type":"assistant","message":{"content":[{"type":"tool_use","id":"t","name":"Bash","input":'
+        + tool_input
+        + "}]}}"
+    )
+    (row,) = parse_line("r", 0, line)
+    want = json.dumps(json.loads(tool_input), ensure_ascii=False, sort_keys=True)
+    assert row.tool_input == want
