@@ -91,7 +91,9 @@ class ImportIndex:
         files = self.archive.files("runs")
         if not files:
             return set()
-        slots = pl.scan_parquet(files, glob=False).select("slot").collect()["slot"]
+        # files of older schemas or other column orders (compacted ones) read alike: slot only
+        scan = pl.scan_parquet(files, glob=False, missing_columns="insert", extra_columns="ignore")
+        slots = scan.select("slot").collect()["slot"]
         return set(slots.filter(slots.str.starts_with("import|")).to_list())
 
     def __contains__(self, slot: object) -> bool:
