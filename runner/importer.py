@@ -225,9 +225,7 @@ class Importer:
                 committer.close()
             except ArchiveError as e:
                 kept = len(committer.committed)
-                raise ArchiveError(
-                    f"{e} (the {kept} runs committed before it are kept)", hint=e.hint
-                ) from e
+                raise ArchiveError(f"{e} (the {kept} runs committed before it are kept)", hint=e.hint) from e
         for r in results:
             if r.run is not None:
                 self.index.add(r.run.slot)
