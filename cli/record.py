@@ -562,35 +562,45 @@ def grid(
 
 @app.command("import")
 def import_(
-    transcript: Annotated[Path, typer.Argument(help="A stream-json transcript (.jsonl).")],
-    scenario: Annotated[str, typer.Option(help="Scenario variant it was recorded for.")],
-    model: Annotated[str, typer.Option(help="Model alias it was recorded with.")],
+    transcripts: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            help="Stream-json transcripts (.jsonl): files, glob patterns, or folders (their *.jsonl).",
+            show_default=False,
+        ),
+    ] = None,
+    scenario: Annotated[
+        str | None, typer.Option(help="Scenario variant they were recorded for (not with --manifest).")
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option(help="Model alias they were recorded with (not with --manifest).")
+    ] = None,
     sandbox: Annotated[
         Path | None,
         typer.Option(
-            help="The sandbox it ran in, built with `evalb sandbox VARIANT DIR` (what changed is archived)."
+            help="The sandbox it ran in, built with `evalb sandbox VARIANT DIR` (what changed is "
+            "archived); one transcript only (a manifest has a sandbox column)."
+        ),
+    ] = None,
+    manifest: Annotated[
+        Path | None,
+        typer.Option(
+            help="A TSV with a header line: transcript, scenario, model, optional sandbox (paths "
+            "relative to its folder)."
         ),
     ] = None,
     archive: ArchiveOpt = paths.DEFAULT_ARCHIVE,
-    plugin_dir: Annotated[Path | None, typer.Option(help="The plugin it ran with, if known.")] = None,
+    plugin_dir: Annotated[Path | None, typer.Option(help="The plugin they ran with, if known.")] = None,
 ) -> None:
-    """Archive a transcript recorded elsewhere; malformed lines are kept raw and flagged."""
-    from evalb.archive import Archive
-    from runner.importer import import_transcript
+    """Archive transcripts recorded elsewhere, many in one process; malformed lines are kept raw
+    and flagged. Exit 1 if some transcripts could not be imported (each named; the rest are)."""
+    from cli.record_import import run_import
 
     refuse_inside_inputs("--archive", archive, plugin_dir)
     refuse_foreign_folder(archive)
-    run = import_transcript(
-        transcript, Archive(archive), scenario=scenario, model=model, sandbox=sandbox, plugin_dir=plugin_dir
-    )
-    if run is None:
-        print(f"already imported: {transcript}", file=sys.stderr)
-        return
-    flag = f", {run.n_malformed} malformed lines kept raw" if run.n_malformed else ""
-    print(
-        f"imported {transcript} as run {run.run_id} ({run.outcome}, {run.n_lines} lines{flag})",
-        file=sys.stderr,
-    )
+    code = run_import(transcripts or [], scenario, model, sandbox, manifest, archive, plugin_dir)
+    if code:
+        raise typer.Exit(code)
 
 
 @app.command()

@@ -21,12 +21,17 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+import msgspec
+
 from evalb.schema import EventRecord
 
 #: `raw_encoding` of a line that is not valid UTF-8: `raw` holds its bytes in base64.
 BASE64 = "base64"
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_DECODE = msgspec.json.Decoder().decode
+#: json.dumps(v, ensure_ascii=False, sort_keys=True), without building an encoder per call
+_tool_input = json.JSONEncoder(ensure_ascii=False, sort_keys=True).encode
 
 
 def split_lines(data: bytes) -> list[bytes]:
@@ -63,9 +68,29 @@ def _clean(v: Any) -> Any:
 
 
 def loads(text: str) -> Any:
-    """json.loads, with every lone surrogate in the result's strings replaced by U+FFFD."""
-    obj = json.loads(text)
-    return _clean(obj) if _SURROGATE_ESCAPE.search(text) else obj
+    """json.loads, with every lone surrogate in the result's strings replaced by U+FFFD; a line
+    nested too deeply to parse is a ValueError like any other text that is not JSON.
+
+    msgspec decodes first (~2x faster; where it succeeds its result equals json.loads', big
+    integers included); whatever it refuses (lone surrogate escapes, NaN, 1e400, ...) goes to
+    json.loads, so the result is always json.loads'."""
+    try:
+        return _DECODE(text)
+    except (msgspec.DecodeError, RecursionError, UnicodeError, ValueError):
+        pass
+    try:
+        obj = json.loads(text)
+        return _clean(obj) if _SURROGATE_ESCAPE.search(text) else obj
+    except RecursionError as e:
+        raise ValueError("JSON nested too deeply") from e
+
+
+def _parsed(text: str) -> Any:
+    """`loads(text)`, or None when the text is not JSON."""
+    try:
+        return loads(text)
+    except ValueError:
+        return None
 
 
 def _s(v: Any) -> str | None:
@@ -91,6 +116,21 @@ def parse_line(
 ) -> list[EventRecord]:
     """One stdout line as one or more event rows (one per content block); `raw` and `raw_encoding`
     as `decode_line` gives them."""
+    obj = _parsed(line_text(raw, raw_encoding))
+    return [EventRecord(**r) for r in line_rows(run_id, seq, raw, obj, received_at, raw_encoding)]
+
+
+def line_rows(
+    run_id: str,
+    seq: int,
+    raw: str,
+    obj: Any,
+    received_at: dt.datetime | None = None,
+    raw_encoding: str | None = None,
+) -> list[dict[str, Any]]:
+    """`parse_line`'s rows as plain dicts (the events table's columns), from the line already
+    parsed (`obj`: what `loads` gave, None if it raised): bulk import builds its frames from these
+    without validating each row again."""
     base: dict[str, Any] = {
         "run_id": run_id,
         "seq": seq,
@@ -112,12 +152,9 @@ def parse_line(
         "raw": raw,
         "raw_encoding": raw_encoding,
     }
-    try:
-        obj = loads(line_text(raw, raw_encoding))
-    except ValueError:
-        obj = None
     if not isinstance(obj, dict):
-        return [EventRecord(**{**base, "malformed": True})]
+        base["malformed"] = True
+        return [base]
 
     base["type"] = _s(obj.get("type"))
     base["subtype"] = _s(obj.get("subtype"))
@@ -137,22 +174,22 @@ def parse_line(
 
     content = message.get("content")
     if isinstance(content, str):
-        return [EventRecord(**{**base, "block_index": 0, "block_type": "text", "text": content})]
+        return [{**base, "block_index": 0, "block_type": "text", "text": content}]
     if not isinstance(content, list) or not content:
-        return [EventRecord(**base)]
+        return [base]
 
     rows = []
     for i, block in enumerate(content):
         row = {**base, "block_index": i}
         if not isinstance(block, dict):
-            rows.append(EventRecord(**row))
+            rows.append(row)
             continue
         btype = _s(block.get("type"))
         row["block_type"] = btype
         if btype == "tool_use":
             row["tool_name"] = _s(block.get("name"))
             row["tool_use_id"] = _s(block.get("id"))
-            row["tool_input"] = json.dumps(block.get("input"), ensure_ascii=False, sort_keys=True)
+            row["tool_input"] = _tool_input(block.get("input"))
         elif btype == "tool_result":
             row["tool_use_id"] = _s(block.get("tool_use_id"))
             row["text"] = _result_text(block.get("content"))
@@ -161,7 +198,7 @@ def parse_line(
             row["text"] = _s(block.get("text"))
         elif btype == "thinking":
             row["text"] = _s(block.get("thinking"))
-        rows.append(EventRecord(**row))
+        rows.append(row)
     return rows
 
 
@@ -179,7 +216,14 @@ def parse_lines(run_id: str, lines: Iterable[str]) -> list[EventRecord]:
 
 def parse_bytes(run_id: str, data: bytes) -> tuple[list[EventRecord], TranscriptSummary]:
     """A whole transcript's bytes as event rows and their summary (lines split on b"\\n" only)."""
-    out: list[EventRecord] = []
+    rows, summary = parse_rows(run_id, data)
+    return [EventRecord(**r) for r in rows], summary
+
+
+def parse_rows(run_id: str, data: bytes) -> tuple[list[dict[str, Any]], TranscriptSummary]:
+    """`parse_bytes` with the rows as plain dicts (`line_rows`); each line is parsed once, for
+    its rows and the summary both."""
+    out: list[dict[str, Any]] = []
     summary = TranscriptSummary()
     seq = 0
     for line in split_lines(data):
@@ -187,8 +231,9 @@ def parse_bytes(run_id: str, data: bytes) -> tuple[list[EventRecord], Transcript
         text = line_text(raw, enc)
         if not text.strip():
             continue
-        summary.feed(text)
-        out.extend(parse_line(run_id, seq, raw, None, enc))
+        obj = _parsed(text)
+        summary.feed_parsed(obj)
+        out.extend(line_rows(run_id, seq, raw, obj, None, enc))
         seq += 1
     return out, summary
 
@@ -217,13 +262,12 @@ class TranscriptSummary:
 
     def feed(self, raw: str) -> None:
         """Update the summary with one stdout line."""
-        if not raw.strip():
-            return
+        if raw.strip():
+            self.feed_parsed(_parsed(raw))
+
+    def feed_parsed(self, obj: Any) -> None:
+        """`feed` of a non-blank line already parsed (`loads`; None if it was not JSON)."""
         self.n_lines += 1
-        try:
-            obj = loads(raw)
-        except ValueError:
-            obj = None
         if not isinstance(obj, dict):
             self.n_malformed += 1
             return
