@@ -326,11 +326,13 @@ def grid_table(
 
 
 def needless_table(
-    scores: pl.DataFrame, by: Sequence[str] = ("model_alias", "plugin_hash"), conf: float = 0.95
+    scores: pl.DataFrame, by: Sequence[str] = ("model_alias", "arm", "plugin_hash"), conf: float = 0.95
 ) -> pl.DataFrame:
     """Over-triggering: one row per `by` group with valid O runs: needless runs / valid O runs
     (pooled over the O scenarios), its Wilson interval, and the O pass rate (task done and not
-    needless). Empty when no O run is valid. Reported beside the grid pass rate, never in it."""
+    needless). Empty when no O run is valid. Reported beside the grid pass rate, never in it.
+    Grouping columns the frame lacks (`arm` in a frame built before schema v3) are left out."""
+    by = [b for b in by if b in scores.columns]
     o = scores.filter(pl.col("needless").is_not_null() & pl.col("valid").fill_null(False))
     schema: dict[str, pl.DataType | type[pl.DataType]] = {
         **{b: scores.schema[b] for b in by},

@@ -49,12 +49,13 @@ class Case:
 
 def load_cases(cases_dir: Path = CASES_DIR) -> list[Case]:
     """Every case of every prose rule's cases file (texts of the agent). Axis (a)'s tool-call cases
-    (`consulted.yaml`) and validity's per-arm cases (`valid_run.yaml`) have their own drivers,
+    (`consulted.yaml`), validity's per-arm cases (`valid_run.yaml`) and the over-triggering cases
+    (`needless.yaml`, `task_done.yaml`) have their own drivers,
     tests/checker/test_consulted_cases.py and tests/runner/test_arms_validity.py."""
     out = []
     for path in sorted(cases_dir.glob("*.yaml")):
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-        if path.stem in ("consulted", "valid_run"):
+        if path.stem in ("consulted", "valid_run", "needless", "task_done"):
             continue
         for n, c in enumerate(doc["cases"]):
             text = c["text"]
