@@ -42,6 +42,9 @@ def pull(
     src: Annotated[str, typer.Argument(help="The archive to download: s3://bucket/prefix.")],
     local: Annotated[Path, typer.Argument(help="A local folder: new, empty, or a pull of the same archive.")],
     jobs: Annotated[int, typer.Option("--jobs", help="Downloads in flight at once.")] = 8,
+    if_exists: Annotated[
+        bool, typer.Option("--if-exists", help="Nothing there yet (no archive.json) is not an error.")
+    ] = False,
 ) -> None:
     """Download the committed runs of s3://bucket/prefix into LOCAL (only what LOCAL lacks).
 
@@ -54,7 +57,15 @@ def pull(
         raise UsageError(f"{src} is not an s3:// address", hint="write the source as s3://bucket/prefix")
     if jobs < 1:
         raise UsageError("--jobs must be at least 1")
+    from evalb.errors import NotAnArchiveError
+
     Archive(local).refuse_foreign()
-    res = objectstore.mirror(src, local, jobs=jobs)
+    try:
+        res = objectstore.mirror(src, local, jobs=jobs)
+    except NotAnArchiveError:
+        if not if_exists:
+            raise
+        typer.echo(f"nothing to pull: {objectstore.S3Url.parse(src)} holds no archive yet")
+        return
     typer.echo(f"pulled {res.fetched} object(s) from {objectstore.S3Url.parse(src)} into {local} "
                f"({res.cached} already there)")

@@ -360,8 +360,8 @@ def mirror(src: object, dest: Path | None = None, *, jobs: int = DEFAULT_JOBS, s
     root = dest if dest is not None else cache_dir(url)
     marker = read_marker(s3, url)
     try:
-        root.mkdir(parents=True, exist_ok=True)
-        lock_fd = os.open(root / ".mirror.lock", os.O_CREAT | os.O_RDWR, 0o644)
+        (root / "locks").mkdir(parents=True, exist_ok=True)  # locks/ is an archive's own entry
+        lock_fd = os.open(root / "locks" / "mirror.lock", os.O_CREAT | os.O_RDWR, 0o644)
     except OSError as e:
         raise ArchiveError(f"cannot write the S3 cache {root}: {e.strerror}", hint=f"set {CACHE_ENV}") from e
     try:
