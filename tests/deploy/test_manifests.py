@@ -99,7 +99,7 @@ def test_github_workflow_matches_the_actions_schema_and_the_entry_point() -> Non
     wf["on"] = wf.pop(True)  # YAML 1.1 reads the key `on` as true; GitHub reads it as "on"
     jsonschema.validate(wf, schema)
     broken = copy.deepcopy(wf)
-    broken["jobs"]["shard"]["strategy"]["fail-fast"] = "sometimes"
+    broken["jobs"]["shard"]["step"] = broken["jobs"]["shard"].pop("steps")  # a misspelt key
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(broken, schema)
     jobs = wf["jobs"]
