@@ -16,9 +16,9 @@ from evalb import paths
 app = new_app("evalb: Eval B for os-adr. See also evalb-record, evalb-score, evalb-self-test.")
 app.add_typer(world_app)  # sandbox, build-graph, manifest
 app.command("report")(report)
-# temporary names until the lead registers them in the `evalb archive` sub-app (cli/archive.py)
-app.command("archive-push")(push)
-app.command("archive-pull")(pull)
+# temporary (hidden) names until they are registered in the `evalb archive` sub-app (cli/archive.py)
+app.command("archive-push", hidden=True)(push)
+app.command("archive-pull", hidden=True)(pull)
 
 
 @app.command()

@@ -29,7 +29,9 @@ def push(
     from evalb import objectstore
 
     if not objectstore.is_s3(dest):
-        raise UsageError(f"{dest} is not an s3:// address", hint="write the destination as s3://bucket/prefix")
+        raise UsageError(
+            f"{dest} is not an s3:// address", hint="write the destination as s3://bucket/prefix"
+        )
     if objectstore.is_s3(local):
         raise UsageError(f"{local} is remote; push takes a local archive", hint="evalb archive pull it first")
     if jobs < 1:
@@ -67,5 +69,7 @@ def pull(
             raise
         typer.echo(f"nothing to pull: {objectstore.S3Url.parse(src)} holds no archive yet")
         return
-    typer.echo(f"pulled {res.fetched} object(s) from {objectstore.S3Url.parse(src)} into {local} "
-               f"({res.cached} already there)")
+    typer.echo(
+        f"pulled {res.fetched} object(s) from {objectstore.S3Url.parse(src)} into {local} "
+        f"({res.cached} already there)"
+    )

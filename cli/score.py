@@ -135,10 +135,9 @@ def score(
         expected_fail_variants,
         unexpected_failures,
     )
+    from evalb import objectstore
     from evalb.archive import Archive, last_attempts
     from evalb.scenarios import resolve_variant
-
-    from evalb import objectstore
 
     if objectstore.is_s3(archive):  # read through its cache mirror (evalb/objectstore.py), never written
         if write:

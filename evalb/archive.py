@@ -162,7 +162,7 @@ class Archive:
                     f"cannot record into {objectstore.S3Url.parse(path)}",
                     hint="record into a local --archive, then: evalb archive push LOCAL s3://...",
                 )
-            return objectstore.open_archive(path)  # type: ignore[no-any-return]
+            return objectstore.open_archive(path)
         root = Path(path)
         if not root.exists():
             raise NotAnArchiveError(

@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalb.errors import ArchiveError, NotAnArchiveError, UsageError
 
@@ -53,6 +53,9 @@ DEFAULT_JOBS = 8
 PUSH_WAVES: tuple[tuple[str, ...], ...] = (("artifacts", "events"), ("runs",), ("judgements", "scores"))
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
 _RUN_ID = re.compile(r"^[0-9a-f]{32}$")
+
+if TYPE_CHECKING:
+    from evalb.archive import Archive
 
 
 def is_s3(path: object) -> bool:
@@ -90,10 +93,18 @@ def client() -> Any:
     from botocore.config import Config
 
     endpoint = os.environ.get(ENDPOINT_ENV) or None
+    # S3-compatible stores: path-style addresses, and checksums only where the API requires them
+    # (several stores refuse the trailing checksums boto3 sends by default since 1.36)
+    extra: dict[str, Any] = (
+        {"request_checksum_calculation": "when_required", "response_checksum_validation": "when_required"}
+        if endpoint
+        else {}
+    )
     config = Config(
         retries={"max_attempts": 8, "mode": "standard"},
         s3={"addressing_style": "path"} if endpoint else {},
         max_pool_connections=32,
+        **extra,
     )
     region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
     return boto3.client("s3", endpoint_url=endpoint, config=config, region_name=region)
@@ -351,7 +362,9 @@ class MirrorResult:
     cached: int = 0
 
 
-def mirror(src: object, dest: Path | None = None, *, jobs: int = DEFAULT_JOBS, s3: Any = None) -> MirrorResult:
+def mirror(
+    src: object, dest: Path | None = None, *, jobs: int = DEFAULT_JOBS, s3: Any = None
+) -> MirrorResult:
     """Bring `src` (s3://...) into the local folder `dest` (default: its cache), incrementally:
     only committed runs (listed after the scores and judgements that may refer to them), and only
     objects not there yet. The result is an ordinary archive directory."""
@@ -359,6 +372,15 @@ def mirror(src: object, dest: Path | None = None, *, jobs: int = DEFAULT_JOBS, s
     s3 = s3 or client()
     root = dest if dest is not None else cache_dir(url)
     marker = read_marker(s3, url)
+    if dest is not None and (dest / "archive.json").is_file():
+        from evalb.archive import Archive
+
+        mine = Archive(dest).schema_version()
+        if mine != marker.get("schema_version"):
+            raise ArchiveError(
+                f"{dest} has archive schema v{mine}, {url} v{marker.get('schema_version')}",
+                hint="pull into a new folder",
+            )
     try:
         (root / "locks").mkdir(parents=True, exist_ok=True)  # locks/ is an archive's own entry
         lock_fd = os.open(root / "locks" / "mirror.lock", os.O_CREAT | os.O_RDWR, 0o644)
@@ -367,7 +389,9 @@ def mirror(src: object, dest: Path | None = None, *, jobs: int = DEFAULT_JOBS, s
     try:
         fcntl.flock(lock_fd, fcntl.LOCK_EX)  # one sync of a cache at a time
         # listings in reverse commit order: whatever is listed refers only to what is listed after
-        listed = {t: list_objects(s3, url, t) for t in ("judgements", "scores", "runs", "artifacts", "events")}
+        listed = {
+            t: list_objects(s3, url, t) for t in ("judgements", "scores", "runs", "artifacts", "events")
+        }
         committed = {Path(rel).stem for rel in listed["runs"]}
         result = MirrorResult(root)
         todo: list[list[tuple[str, Path]]] = []
@@ -404,12 +428,24 @@ def _write_marker(root: Path, marker: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def open_archive(src: object) -> Any:
+def open_archive(src: object) -> Archive:
     """The archive at `src` (s3://...) for reading: its cache mirror synced, then opened read-only."""
     from evalb.archive import Archive
+    from evalb.schema import SCHEMA_VERSION
 
-    res = mirror(src)
-    return Archive.open(res.root)
+    url, s3 = S3Url.parse(src), client()
+    version = int(read_marker(s3, url).get("schema_version", 0))
+    if version > SCHEMA_VERSION:
+        raise ArchiveError(
+            f"{url} has archive schema v{version}, newer than this evalb (v{SCHEMA_VERSION})",
+            hint="upgrade evalb",
+        )
+    if version < SCHEMA_VERSION:
+        raise ArchiveError(
+            f"{url} has archive schema v{version}; this evalb reads v{SCHEMA_VERSION}",
+            hint="evalb archive pull it, evalb-record migrate --archive the copy, push that to a new prefix",
+        )
+    return Archive.open(mirror(url, s3=s3).root)
 
 
 def iter_keys(s3: Any, url: S3Url) -> Iterable[str]:

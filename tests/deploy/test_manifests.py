@@ -93,7 +93,9 @@ def test_github_workflow_matches_the_actions_schema_and_the_entry_point() -> Non
     path = DEPLOY / "github" / "evalb-grid.yml"
     assert not (ROOT / ".github" / "workflows" / path.name).exists()  # not run by this repo's CI
     schema = json.loads(
-        resources.files("check_jsonschema").joinpath("builtin_schemas/vendor/github-workflows.json").read_text()
+        resources.files("check_jsonschema")
+        .joinpath("builtin_schemas/vendor/github-workflows.json")
+        .read_text()
     )
     wf = yaml.safe_load(path.read_text())
     wf["on"] = wf.pop(True)  # YAML 1.1 reads the key `on` as true; GitHub reads it as "on"

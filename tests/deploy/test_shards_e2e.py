@@ -15,7 +15,7 @@ import pytest
 from analysis.summary import summary_text
 from evalb.archive import Archive
 from tests.conftest import SCRIPTED_JUDGE, require_client_mark
-from tests.deploy.s3server import S3Server, child_env, s3, s3_server  # noqa: F401
+from tests.deploy.s3server import S3Server, child_env
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = ROOT / ".venv" / "bin"
@@ -34,7 +34,9 @@ def _help(*cmd: str) -> str:
 READY = "--shard" in _help("evalb-record", "grid") and bool(_help("evalb", "archive", "merge"))
 pytestmark = [
     pytest.mark.client,
-    pytest.mark.skipif(not READY, reason="needs evalb-record grid --shard (arms) and evalb archive merge (compact)"),
+    pytest.mark.skipif(
+        not READY, reason="needs evalb-record grid --shard (arms) and evalb archive merge (compact)"
+    ),
 ]
 
 

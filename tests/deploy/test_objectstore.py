@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import polars as pl
@@ -15,7 +14,8 @@ from analysis.summary import summary_text
 from evalb import objectstore
 from evalb.archive import Archive
 from evalb.errors import ArchiveError, NotAnArchiveError
-from tests.deploy.s3server import S3Server, child_env, golden_archive, s3, s3_server  # noqa: F401
+from tests.cli.helpers import call
+from tests.deploy.s3server import S3Server, child_env, golden_archive
 
 EVALB = Path(".venv/bin/evalb").resolve()
 EVALB_SCORE = Path(".venv/bin/evalb-score").resolve()
@@ -46,7 +46,9 @@ def test_round_trip_summary_equals_local_and_rerun_uploads_nothing(s3: S3Server,
     stored = keys(s3, bucket, "study/a")
     assert "archive.json" in stored
     on_disk = sorted(
-        str(p.relative_to(local)) for t in ("runs", "events", "artifacts", "scores") for p in (local / t).glob("*.parquet")
+        str(p.relative_to(local))
+        for t in ("runs", "events", "artifacts", "scores")
+        for p in (local / t).glob("*.parquet")
     )
     assert [k for k in stored if k != "archive.json"] == on_disk
 
@@ -72,10 +74,15 @@ def test_score_reads_s3_without_writing(s3: S3Server, tmp_path: Path) -> None:
     objectstore.push(local, f"s3://{bucket}/x")
     here = run(s3, "--tsv", "--no-write", "--archive", local, exe=EVALB_SCORE)
     there = run(s3, "--tsv", "--no-write", "--archive", f"s3://{bucket}/x", exe=EVALB_SCORE)
-    assert there.returncode == here.returncode and there.stdout == here.stdout and here.stdout.count("\n") == 2
+    assert (
+        there.returncode == here.returncode and there.stdout == here.stdout and here.stdout.count("\n") == 2
+    )
     refused = run(s3, "--archive", f"s3://{bucket}/x", exe=EVALB_SCORE)
     assert refused.returncode == 2
-    assert refused.stderr.startswith("error: cannot write scores to s3://score-read/x") and "--no-write" in refused.stderr
+    assert (
+        refused.stderr.startswith("error: cannot write scores to s3://score-read/x")
+        and "--no-write" in refused.stderr
+    )
     assert refused.stderr.count("\n") == 1
 
 
@@ -155,7 +162,9 @@ def test_conflicting_object_is_refused_never_overwritten(s3: S3Server, tmp_path:
     s3.client().put_object(Bucket=bucket, Key=f"p/events/{rid}.parquet", Body=b"other bytes")
     out = run(s3, *PUSH, local, f"s3://{bucket}/p")
     assert out.returncode == 2
-    assert out.stderr.startswith(f"error: s3://{bucket}/p already holds events/{rid}.parquet with other content")
+    assert out.stderr.startswith(
+        f"error: s3://{bucket}/p already holds events/{rid}.parquet with other content"
+    )
     body = s3.client().get_object(Bucket=bucket, Key=f"p/events/{rid}.parquet")["Body"].read()
     assert body == b"other bytes"
     assert not [k for k in keys(s3, bucket, "p") if k.startswith("runs/")]  # no run was committed
@@ -169,21 +178,25 @@ def test_schema_mismatch_and_missing_archive_are_one_line_errors(s3: S3Server, t
     )
     with pytest.raises(ArchiveError, match="schema v1, the local one is v"):
         objectstore.push(local, f"s3://{bucket}/old")
-    with pytest.raises(NotAnArchiveError, match="no archive.json"):
+    with pytest.raises(NotAnArchiveError, match=r"no archive\.json"):
         Archive.open(f"s3://{bucket}/empty")
     with pytest.raises(ArchiveError, match="cannot record into s3://errors/x"):
         Archive.open(f"s3://{bucket}/x", writable=True)
     cases = [
         (("summary", "--archive", f"s3://{bucket}/empty"), "is not an evalb archive (no archive.json)"),
+        (
+            ("summary", "--archive", f"s3://{bucket}/old"),
+            f"s3://{bucket}/old has archive schema v1; this evalb",
+        ),
         (("summary", "--archive", "s3://no-such-bucket/p"), "no bucket 'no-such-bucket'"),
         (("summary", "--archive", "s3://B_D/p"), "is not a valid S3 archive address"),
         ((*PUSH, local, f"/{bucket}/p"), "is not an s3:// address"),
         ((*PUSH, tmp_path / "nothing", f"s3://{bucket}/p"), "is not an evalb archive"),
     ]
-    for args, msg in cases:
-        out = run(s3, *args)
-        assert out.returncode == 2, (args, out.stderr)
-        assert out.stderr.startswith("error: ") and msg in out.stderr and out.stderr.count("\n") == 1, out.stderr
+    for args, msg in cases:  # in-process through the CLI's error boundary (the env is this process's)
+        res = call("evalb", *args)
+        assert res.code == 2, (args, res.err)
+        assert len(res.lines) == 1 and res.lines[0].startswith("error: ") and msg in res.err, res.err
 
 
 def test_no_credentials_is_a_one_line_error(s3: S3Server, tmp_path: Path) -> None:
@@ -192,9 +205,15 @@ def test_no_credentials_is_a_one_line_error(s3: S3Server, tmp_path: Path) -> Non
     env["HOME"] = str(tmp_path)  # no ~/.aws
     env["AWS_EC2_METADATA_DISABLED"] = "true"
     out = subprocess.run(
-        [str(EVALB), *PUSH, str(local), "s3://any-bucket/p"], capture_output=True, text=True, timeout=300, env=env
+        [str(EVALB), *PUSH, str(local), "s3://any-bucket/p"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
     )
-    assert out.returncode == 2 and "no AWS credentials" in out.stderr and out.stderr.count("\n") == 1, out.stderr
+    assert out.returncode == 2 and "no AWS credentials" in out.stderr and out.stderr.count("\n") == 1, (
+        out.stderr
+    )
 
 
 def test_pull_gives_a_local_archive_to_resume_into(s3: S3Server, tmp_path: Path) -> None:
