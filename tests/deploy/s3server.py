@@ -100,3 +100,23 @@ def golden_archive(dest: Path) -> Path:
 def child_env(server: S3Server, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     return {**env, **server.env, **extra}
+
+
+def widened_archive(dest: Path, copies: int) -> Path:
+    """The golden archive with each run copied `copies` times under new run ids (and new slots), all
+    three run files each: many small committed runs to push."""
+    import uuid
+
+    import polars as pl
+
+    root = golden_archive(dest)
+    originals = sorted(p.stem for p in (root / "runs").glob("*.parquet"))
+    for k in range(copies):
+        for rid in originals:
+            new = uuid.uuid5(uuid.NAMESPACE_OID, f"{rid}-{k}").hex
+            for table in ("artifacts", "events", "runs"):
+                df = pl.read_parquet(root / table / f"{rid}.parquet").with_columns(run_id=pl.lit(new))
+                if table == "runs":
+                    df = df.with_columns(slot=pl.col("slot") + f"-copy{k}")
+                df.write_parquet(root / table / f"{new}.parquet")
+    return root

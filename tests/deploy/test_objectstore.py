@@ -4,7 +4,9 @@ push, read back through the cache mirror, reruns, concurrent pushers, a push sto
 from __future__ import annotations
 
 import shutil
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import polars as pl
@@ -15,7 +17,7 @@ from evalb import objectstore
 from evalb.archive import Archive
 from evalb.errors import ArchiveError, NotAnArchiveError
 from tests.cli.helpers import call
-from tests.deploy.s3server import S3Server, child_env, golden_archive
+from tests.deploy.s3server import S3Server, child_env, golden_archive, widened_archive
 
 EVALB = Path(".venv/bin/evalb").resolve()
 EVALB_SCORE = Path(".venv/bin/evalb-score").resolve()
@@ -56,6 +58,10 @@ def test_round_trip_summary_equals_local_and_rerun_uploads_nothing(s3: S3Server,
     assert remote.returncode == 0, remote.stderr
     assert remote.stdout == summary_text(local)
     assert "R2" in remote.stdout
+
+    page = tmp_path / "report.html"
+    assert call("evalb", "report", "--archive", f"s3://{bucket}/study/a", "--out", page).code == 0
+    assert page.stat().st_size > 1000
 
     again = run(s3, *PUSH, local, f"s3://{bucket}/study/a")
     assert again.returncode == 0, again.stderr
@@ -231,3 +237,40 @@ def test_pull_gives_a_local_archive_to_resume_into(s3: S3Server, tmp_path: Path)
     (foreign / "notes.txt").write_text("x")
     out = run(s3, *PULL, f"s3://{bucket}/s", foreign)
     assert out.returncode == 2 and "is not an evalb archive and not empty" in out.stderr
+
+
+def test_push_killed_mid_way_leaves_no_half_visible_run(s3: S3Server, tmp_path: Path) -> None:
+    """SIGKILL a real push process while it uploads: readers see only whole runs; the rerun finishes."""
+    local = widened_archive(tmp_path / "local", copies=40)  # 82 runs, 246 run files
+    waves = objectstore.push_plan(local)
+    total, first = sum(len(w) for w in waves), len(waves[0])  # 248 files; 164 artifacts and events
+    bucket = s3.bucket("killed")
+    url = objectstore.S3Url(bucket, "k")
+    proc = subprocess.Popen(
+        [str(EVALB), *PUSH, str(local), str(url), "--jobs", "1"],
+        env=child_env(s3),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:  # kill it once it is part way through the runs files
+            if len(keys(s3, bucket, "k")) > 1 + first + 5:  # archive.json, wave 1, 5 runs files
+                break
+            time.sleep(0.05)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    uploaded = keys(s3, bucket, "k")
+    assert proc.returncode == -signal.SIGKILL and 1 < len(uploaded) < total + 1, len(uploaded)
+    seen = objectstore.mirror(str(url), tmp_path / "seen").root
+    runs = {p.stem for p in (seen / "runs").glob("*.parquet")}
+    assert 0 < len(runs) < 82
+    for table in ("events", "artifacts"):
+        assert {p.stem for p in (seen / table).glob("*.parquet")} == runs, table
+    assert Archive.open(seen).read("runs").height == len(runs)
+    out = run(s3, *PUSH, local, url)
+    assert out.returncode == 0, out.stderr
+    assert table_rows(objectstore.mirror(str(url), tmp_path / "seen").root, "runs").equals(
+        table_rows(local, "runs")
+    )
