@@ -53,6 +53,9 @@ DEFAULT_JOBS = 8
 PUSH_WAVES: tuple[tuple[str, ...], ...] = (("artifacts", "events"), ("runs",), ("judgements", "scores"))
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
 _RUN_ID = re.compile(r"^[0-9a-f]{32}$")
+#: Files of a compacted batch (evalb/compact.py): live only through the archive's mutable
+#: compaction manifest, which immutable objects cannot carry; push refuses them.
+COMPACTED_PREFIX = "compacted-"
 
 if TYPE_CHECKING:
     from evalb.archive import Archive
@@ -238,13 +241,22 @@ def read_marker(s3: Any, url: S3Url) -> dict[str, Any]:
     return data
 
 
+def _compacted(root: Path, what: str) -> ArchiveError:
+    return ArchiveError(
+        f"{root} is compacted ({what}); push carries per-run files only",
+        hint=f"merge it into a new folder (evalb archive merge {root} NEW) and push that",
+    )
+
+
 def push_plan(root: Path) -> list[list[Path]]:
     """The local files to push, in waves (`PUSH_WAVES`): per-run files of committed runs only (a
-    run is committed once its runs file exists); files not named after a run (judgements, scores,
-    compacted files) go in their table's wave."""
+    run is committed once its runs file exists), and the judgements and scores files. A compacted
+    archive is refused (COMPACTED_PREFIX)."""
     from evalb.archive import Archive
 
     arch = Archive(root)
+    if (arch.root / "compaction" / "manifest.json").exists():
+        raise _compacted(arch.root, "compaction/manifest.json")
     runs = arch.files("runs")
     committed = {Path(f).stem for f in runs if _RUN_ID.match(Path(f).stem)}
     waves: list[list[Path]] = []
@@ -252,6 +264,8 @@ def push_plan(root: Path) -> list[list[Path]]:
         wave: list[Path] = []
         for table in tables:
             for f in map(Path, arch.files(table)):
+                if f.name.startswith(COMPACTED_PREFIX):
+                    raise _compacted(arch.root, f"{table}/{f.name}")
                 if table in ("artifacts", "events") and _RUN_ID.match(f.stem) and f.stem not in committed:
                     continue  # a run being committed right now: pushed by the next push
                 wave.append(f)

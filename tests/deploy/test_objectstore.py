@@ -274,3 +274,15 @@ def test_push_killed_mid_way_leaves_no_half_visible_run(s3: S3Server, tmp_path: 
     assert table_rows(objectstore.mirror(str(url), tmp_path / "seen").root, "runs").equals(
         table_rows(local, "runs")
     )
+
+
+def test_a_compacted_archive_is_refused_before_anything_is_pushed(s3: S3Server, tmp_path: Path) -> None:
+    local = golden_archive(tmp_path / "local")
+    (local / "compaction").mkdir()
+    (local / "compaction" / "manifest.json").write_text("{}")
+    bucket = s3.bucket("compacted")
+    res = call("evalb", *PUSH, local, f"s3://{bucket}/c")
+    assert res.code == 2 and len(res.lines) == 1, res.err
+    assert res.lines[0].startswith(f"error: {local} is compacted (compaction/manifest.json)")
+    assert "evalb archive merge" in res.err
+    assert keys(s3, bucket, "c") == []
