@@ -60,12 +60,12 @@ def test_n_shards_pushed_to_s3_merge_to_the_one_machine_result(s3: S3Server, tmp
         EVALB_S3_URL=url,
         EVALB_JOBS="1",
         ADR_EVAL_B_JUDGE_CMD=SCRIPTED_JUDGE,
-        JOB_COMPLETION_COUNT=str(SHARDS),
     )
+    pod_env = {**env, "JOB_COMPLETION_COUNT": str(SHARDS)}
     pods = [
         subprocess.Popen(
             ["bash", str(ENTRY), "shard"],
-            env={**env, "JOB_COMPLETION_INDEX": str(i)},
+            env={**pod_env, "JOB_COMPLETION_INDEX": str(i)},
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -75,12 +75,12 @@ def test_n_shards_pushed_to_s3_merge_to_the_one_machine_result(s3: S3Server, tmp
     logs = [p.communicate(timeout=1800)[0] for p in pods]
     assert [p.returncode for p in pods] == [0] * SHARDS, logs
     fin = subprocess.run(
-        ["bash", str(ENTRY), "finish"], env=env, capture_output=True, text=True, timeout=1800
+        ["bash", str(ENTRY), "finish"], env=pod_env, capture_output=True, text=True, timeout=1800
     )
     assert fin.returncode == 0, fin.stdout + fin.stderr
     merged = work / "merged"
 
-    one = tmp_path / "one-machine"
+    one = tmp_path / "one-machine"  # the same grid, no shard
     rec = subprocess.run(
         [str(BIN / "evalb-record"), "grid", str(grid), "--archive", str(one), "--jobs", "2"],
         env=env,
