@@ -257,20 +257,25 @@ def push_plan(root: Path) -> list[list[Path]]:
     arch = Archive(root)
     if (arch.root / "compaction" / "manifest.json").exists():
         raise _compacted(arch.root, "compaction/manifest.json")
-    runs = arch.files("runs")
-    committed = {Path(f).stem for f in runs if _RUN_ID.match(Path(f).stem)}
-    waves: list[list[Path]] = []
-    for tables in PUSH_WAVES:
-        wave: list[Path] = []
-        for table in tables:
-            for f in map(Path, arch.files(table)):
-                if f.name.startswith(COMPACTED_PREFIX):
-                    raise _compacted(arch.root, f"{table}/{f.name}")
-                if table in ("artifacts", "events") and _RUN_ID.match(f.stem) and f.stem not in committed:
-                    continue  # a run being committed right now: pushed by the next push
-                wave.append(f)
-        waves.append(wave)
-    return waves
+    # Listed in reverse commit order while recorders may be writing: scores and judgements first
+    # (they refer only to runs committed before), then runs, then the events and artifacts of
+    # those runs only (a run committed after the runs listing waits for the next push).
+    listed: dict[str, list[Path]] = {}
+    for table in ("judgements", "scores", "runs", "artifacts", "events"):
+        listed[table] = [Path(f) for f in arch.files(table)]
+        for f in listed[table]:
+            if f.name.startswith(COMPACTED_PREFIX):
+                raise _compacted(arch.root, f"{table}/{f.name}")
+    committed = {f.stem for f in listed["runs"] if _RUN_ID.match(f.stem)}
+    return [
+        [
+            f
+            for table in tables
+            for f in listed[table]
+            if table not in ("artifacts", "events") or not _RUN_ID.match(f.stem) or f.stem in committed
+        ]
+        for tables in PUSH_WAVES
+    ]
 
 
 def push(

@@ -286,3 +286,35 @@ def test_a_compacted_archive_is_refused_before_anything_is_pushed(s3: S3Server, 
     assert res.lines[0].startswith(f"error: {local} is compacted (compaction/manifest.json)")
     assert "evalb archive merge" in res.err
     assert keys(s3, bucket, "c") == []
+
+
+def test_push_plan_stays_whole_while_a_recorder_commits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run committed while push lists the archive is pushed whole or not at all (never its runs
+    file without its events), and no scores file is pushed before the runs it scores."""
+    local = golden_archive(tmp_path / "local")
+    spare = widened_archive(tmp_path / "spare", copies=1)
+    new = sorted(
+        {p.stem for p in (spare / "runs").glob("*.parquet")}
+        - {p.stem for p in (local / "runs").glob("*.parquet")}
+    )
+    assert len(new) == 2
+    real = Archive.files
+
+    def files(self: Archive, table: str) -> list[str]:
+        out = real(self, table)
+        if new and table in ("runs", "artifacts"):  # a recorder commits a run after these listings
+            rid = new.pop()
+            for t in ("artifacts", "events", "runs"):
+                shutil.copy(spare / t / f"{rid}.parquet", local / t / f"{rid}.parquet")
+        return out
+
+    monkeypatch.setattr(Archive, "files", files)
+    events, runs, pooled = objectstore.push_plan(local)
+    pushed = {p.stem for p in runs}
+    assert {p.stem for p in events if p.parent.name == "events"} == pushed
+    assert {p.stem for p in events if p.parent.name == "artifacts"} == pushed
+    assert len(pushed) == 2  # runs committed after the runs listing wait for the next push
+    assert len(list((local / "runs").glob("*.parquet"))) == 4
+    assert [p.parent.name for p in pooled] == ["scores", "scores"]
