@@ -10,6 +10,7 @@ import typer
 from cli.app import new_app, run_app
 from cli.archive import app as archive_app
 from cli.compare import compare
+from cli.push import pull, push
 from cli.report import report
 from cli.world import app as world_app
 from evalb import paths
@@ -18,7 +19,9 @@ app = new_app("evalb: Eval B for os-adr. See also evalb-record, evalb-score, eva
 app.add_typer(world_app)  # sandbox, build-graph, manifest
 app.command("report")(report)
 app.command("compare")(compare)
-app.add_typer(archive_app, name="archive")  # merge, compact
+archive_app.command("push")(push)
+archive_app.command("pull")(pull)
+app.add_typer(archive_app, name="archive")  # merge, compact, push, pull
 
 
 @app.command()

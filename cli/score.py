@@ -135,10 +135,18 @@ def score(
         expected_fail_variants,
         unexpected_failures,
     )
+    from evalb import objectstore
     from evalb.archive import Archive, last_attempts
     from evalb.scenarios import resolve_variant
 
-    if not Archive(archive).exists():
+    if objectstore.is_s3(archive):  # read through its cache mirror (evalb/objectstore.py), never written
+        if write:
+            raise UsageError(
+                f"cannot write scores to {objectstore.S3Url.parse(archive)}",
+                hint="pass --no-write, or score a local copy (evalb archive pull) and push it",
+            )
+        archive = Archive.open(archive).root
+    elif not Archive(archive).exists():
         raise ArchiveError(f"{archive} is not an evalb archive (no archive.json)", hint="pass --archive DIR")
     if rules is not None and not rules.is_dir():
         raise UsageError(f"--rules {rules} is not a directory")

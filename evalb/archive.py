@@ -157,7 +157,17 @@ class Archive:
     def open(cls, path: Path | str, *, writable: bool = False) -> Archive:
         """The archive at `path`, checked to exist and be readable by this evalb (no writes); with
         `writable`, an existing archive is also migrated if old and checked writable (`ensure`),
-        but a missing path or a folder that is not an archive is still refused, never created."""
+        but a missing path or a folder that is not an archive is still refused, never created.
+        An `s3://bucket/prefix` path is read through a local cache mirror (evalb/objectstore.py)."""
+        if str(path).startswith("s3:/"):
+            from evalb import objectstore
+
+            if writable:
+                raise ArchiveError(
+                    f"cannot record into {objectstore.S3Url.parse(path)}",
+                    hint="record into a local --archive, then: evalb archive push LOCAL s3://...",
+                )
+            return objectstore.open_archive(path)
         root = Path(path)
         if not root.exists():
             raise NotAnArchiveError(

@@ -54,6 +54,8 @@ def _mistakes(tmp: Path) -> dict[str, tuple[list[object], int, str]]:
     return {
         "evalb archive": (["no-such-command"], 2, "error: No such command 'no-such-command'"),
         "evalb archive compact": (["--archive", missing], 2, f"error: {missing} is not an evalb archive"),
+        "evalb archive push": ([missing, "s3://bucket/p"], 2, f"error: {missing} is not an evalb archive"),
+        "evalb archive pull": (["bucket/p", tmp / "a"], 2, "error: bucket/p is not an s3:// address"),
         "evalb archive merge": ([missing, tmp / "a"], 2, f"error: cannot merge {missing}: {missing} is not"),
         "evalb build-graph": (
             ["--project", missing],
