@@ -347,6 +347,8 @@ def _record(
         if jobs < 1:
             raise UsageError(f"--jobs must be at least 1, got {jobs}")
         print(budget_mod.plan(slots, arch, jobs=jobs, budget_usd=budget_usd))
+        if until is not None:
+            print("--until-decided: this is the pilot; rounds add reps until decided or --max-reps per cell")
         return
     # every refusal comes before the archive is created or touched
     grid_mod.preflight(slots, arch, options, arms or ())
@@ -534,21 +536,32 @@ def grid(
     ] = False,
     max_reps: Annotated[
         int | None,
-        typer.Option("--max-reps", help="With --until-decided: reps per cell at most (default: 3× the fixed plan)."),
+        typer.Option(
+            "--max-reps", help="With --until-decided: reps per cell at most (default: 3× the fixed plan)."
+        ),
     ] = None,
     round_size: Annotated[
         int | None,
-        typer.Option("--round-size", help="With --until-decided: reps added per arm each round (default: one per cell)."),
+        typer.Option(
+            "--round-size",
+            help="With --until-decided: reps added per arm each round (default: one per cell).",
+        ),
     ] = None,
     delta: Annotated[
         float | None,
-        typer.Option("--delta", help="With --until-decided: the difference the fixed-size plan is sized for (0.2)."),
+        typer.Option(
+            "--delta", help="With --until-decided: the difference the fixed-size plan is sized for (0.2)."
+        ),
     ] = None,
     baseline: Annotated[
-        str | None, typer.Option("--baseline", help="With --until-decided: the baseline arm (default: current, else none).")
+        str | None,
+        typer.Option(
+            "--baseline", help="With --until-decided: the baseline arm (default: current, else none)."
+        ),
     ] = None,
     candidate: Annotated[
-        str | None, typer.Option("--candidate", help="With --until-decided: the arm compared with the baseline.")
+        str | None,
+        typer.Option("--candidate", help="With --until-decided: the arm compared with the baseline."),
     ] = None,
 ) -> None:
     """Record a grid described in a YAML file; resumable like `run`."""

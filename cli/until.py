@@ -42,7 +42,9 @@ def until_options(
     if not until_decided:
         named = [k for k, v in given.items() if v is not None]
         if named:
-            raise UsageError(f"{named[0]} applies only with --until-decided", hint="add --until-decided, or drop it")
+            raise UsageError(
+                f"{named[0]} applies only with --until-decided", hint="add --until-decided, or drop it"
+            )
         return None
     if shard_mod.resolve_shard(shard) is not None:
         raise UsageError(

@@ -142,9 +142,7 @@ def last_round(archive: Archive, arms: Sequence[str]) -> int:
     """The highest sequential round recorded on the runs of these arms (0 if none)."""
     if not archive.exists() or not archive.has_rows("runs"):
         return 0
-    opts = (
-        archive.scan("runs").filter(pl.col("arm").is_in(list(arms))).select("options_json").collect()
-    )
+    opts = archive.scan("runs").filter(pl.col("arm").is_in(list(arms))).select("options_json").collect()
     rounds = [0]
     for raw in opts["options_json"].drop_nulls():
         try:

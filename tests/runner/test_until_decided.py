@@ -17,7 +17,6 @@ from analysis.simulate import simulate_arms
 from evalb.archive import Archive
 from evalb.errors import UsageError
 from runner.grid import Arm, GridReport, Slot, expand_arms
-from tests.runner.wordings import wording_plugin
 from runner.sequential_grid import (
     UntilOptions,
     choose_arms,
@@ -25,6 +24,7 @@ from runner.sequential_grid import (
     run_until_decided,
     summary,
 )
+from tests.runner.wordings import wording_plugin
 
 EXE = Path(".venv/bin/evalb-record").resolve()
 VARIANTS = ["R1", "R2", "R3", "R4"]
