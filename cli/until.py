@@ -108,7 +108,9 @@ def run(
 
     def record_round(round_slots: list[Slot], round_no: int, _seed: int) -> GridReport:
         if round_no:
-            say(f"round {round_no}: {len(round_slots)} reps ({len(arms)} arms)")
+            say(
+                f"recording round {round_no}: {len(round_slots)} reps ({len(round_slots) // len(arms)} per arm)"
+            )
         return record(round_slots, {ROUND_KEY: round_no})
 
     result = run_until_decided(

@@ -108,6 +108,7 @@ def test_until_decided_stops_before_max_reps(grid: tuple[Path, Path], tmp_path: 
         "evalb-record", "grid", f, "--archive", archive, "--jobs", 2,
         "--until-decided", "--max-reps", MAX_REPS, "--delta", 0.5,
     )  # fmt: skip
+    print(out.stderr, out.stdout)  # the looks and the saving, for -s
     assert out.returncode == 0, out.stderr
     # the pilot is the grid's recorded reps (nothing new), then rounds of one rep per cell and arm
     assert re.search(r"^pilot: 8 pairs in 4 cells \(2\.0 per cell\).* · not decided$", out.stderr, re.M)
