@@ -214,6 +214,8 @@ def run_until_decided(
         max_reps = opts.max_reps
     elif plan is not None:
         max_reps = max(MAX_FACTOR * math.ceil(plan), max(s.rep for s in pilot) + 2)
+    elif budget_stopped() or reports[0].stopped_by_breaker or reports[0].failed:
+        max_reps = max(s.rep for s in pilot) + 1  # the pilot itself was cut short: no round follows
     else:
         raise UsageError(
             f"the pilot cannot size the fixed plan for --delta {opts.delta:g} (no rep variance in "

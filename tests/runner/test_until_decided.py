@@ -139,6 +139,12 @@ def test_the_budget_stops_the_loop_and_says_so(tmp_path: Path) -> None:
     assert result.reason == "budget" and "--budget-usd stopped the grid" in summary(result)
 
 
+def test_a_budget_that_stops_the_pilot_is_said_before_any_plan(tmp_path: Path) -> None:
+    grid = FakeGrid({"current": 0.5, "candidate": 0.5}, seed=5, budget_after=0)
+    result, lines = _run(grid, tmp_path, UntilOptions())  # no --max-reps and no pilot to plan from
+    assert result.reason == "budget" and len(grid.calls) == 1 and lines[0].startswith("pilot: 0 pairs")
+
+
 def test_round_seeds_differ_and_round_zero_is_the_grids_seed() -> None:
     assert round_seed(5, 0) == 5 and len({round_seed(5, k) for k in range(1, 20)}) == 19
 
