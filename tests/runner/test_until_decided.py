@@ -178,13 +178,16 @@ def _cli(*args: object) -> subprocess.CompletedProcess[str]:
         (True, ["--candidate", "C"], "--candidate 'C' is not an arm"),
         (True, ["--max-reps", "1"], "--max-reps 1 must be at least 2"),
         (True, ["--delta", "0"], "--delta 0 must be between 0 and 1"),
+        ("one cell", [], "a grid of one cell needs --max-reps"),
     ],
 )
-def test_until_decided_refusals(tmp_path: Path, arms: bool, extra: list[str], words: str) -> None:
+def test_until_decided_refusals(tmp_path: Path, arms: bool | str, extra: list[str], words: str) -> None:
     wording_plugin(tmp_path / "pa", p_consult=0.2)
     wording_plugin(tmp_path / "pb", p_consult=0.9)
     f = tmp_path / "grid.yaml"
-    text = "scenarios: [R1, R2]\nmodels: ['scripted:oracle']\nreps: 2\n"
+    text = (
+        f"scenarios: {'[R1]' if arms == 'one cell' else '[R1, R2]'}\nmodels: ['scripted:oracle']\nreps: 2\n"
+    )
     if arms:
         text += "plugins: {current: pa, candidate: pb}\n"
     f.write_text(text)
