@@ -209,7 +209,16 @@ def run_until_decided(
         given[(s.variant, s.model)] = max(given.get((s.variant, s.model), 0), s.rep + 1)
     reports = [record(pilot, 0, seed)]
     frame = scores()
-    plan = fixed_plan_reps(frame, pair, opts.delta, alpha=opts.alpha)
+    # the plan comes from the pilot's reps only, so a resumed run tunes its CS as the first did
+    pilot_reps = pl.DataFrame(
+        sorted({(s.variant, s.model, s.rep) for s in pilot}),
+        schema={"variant": pl.String, "model_alias": pl.String, "rep": pl.Int64},
+        orient="row",
+    )
+    pilot_frame = (
+        frame.join(pilot_reps, on=["variant", "model_alias", "rep"], how="semi") if frame.height else frame
+    )
+    plan = fixed_plan_reps(pilot_frame, pair, opts.delta, alpha=opts.alpha)
     if opts.max_reps is not None:
         max_reps = opts.max_reps
     elif plan is not None:
@@ -283,7 +292,8 @@ def summary(result: UntilResult) -> str:
         "failed": "not decided: reps failed in the harness (rerun the same command to retry them)",
         "no progress": "not decided: the last round added no valid pair (see its reps' outcomes)",
     }[result.reason]
-    head += f" ({len(result.rounds) - 1} round(s) after the pilot, CS [{d.lo:+.3f}, {d.hi:+.3f}])"
+    last = result.rounds[-1].round
+    head += f" ({'at the pilot' if last == 0 else f'after round {last}'}, CS [{d.lo:+.3f}, {d.hi:+.3f}])"
     if result.plan_reps is None:
         return head + f"; {d.reps_used:.1f} pairs per cell used; no fixed-size plan to compare with"
     saving = 1 - d.reps_used / result.plan_reps
