@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # the libraries are imported where used: --help and refusals 
     from runner.grid import Arm
     from runner.limits import Limits
     from runner.record import RecordOptions
+    from runner.sequential_grid import UntilOptions
 
 app = new_app("Record headless Claude Code sessions into an evalb archive (Parquet).")
 
@@ -308,6 +309,7 @@ def _record(
     arms: list[Arm] | None = None,
     seed: int | None = None,
     shard: str | None = None,
+    until: UntilOptions | None = None,
 ) -> None:
     from evalb.archive import Archive
     from runner import budget as budget_mod
@@ -345,6 +347,8 @@ def _record(
         if jobs < 1:
             raise UsageError(f"--jobs must be at least 1, got {jobs}")
         print(budget_mod.plan(slots, arch, jobs=jobs, budget_usd=budget_usd))
+        if until is not None:
+            print("--until-decided: this is the pilot; rounds add reps until decided or --max-reps per cell")
         return
     # every refusal comes before the archive is created or touched
     grid_mod.preflight(slots, arch, options, arms or ())
@@ -359,19 +363,29 @@ def _record(
         budget = budget_mod.Budget(
             budget_usd, budget_mod.past_runs(arch), priced=budget_mod.scripted_priced()
         )
-    report = grid_mod.run_grid(
-        slots,
-        arch,
-        options,
-        jobs=jobs,
-        after_rep=_scorer(archive, results),
-        breaker=breaker,
-        progress_stream=sys.stderr,
-        budget=budget,
-        arms=arms or (),
-        seed=seed,
-        shard=None if part is None else str(part),
-    )
+
+    def record(todo: list[grid_mod.Slot], extra: dict[str, object] | None = None) -> grid_mod.GridReport:
+        return grid_mod.run_grid(
+            todo,
+            arch,
+            options,
+            jobs=jobs,
+            after_rep=_scorer(archive, results),
+            breaker=breaker,
+            progress_stream=sys.stderr,
+            budget=budget,
+            arms=arms or (),
+            seed=seed,
+            shard=None if part is None else str(part),
+            plan_extra=extra,
+        )
+
+    if until is not None and arms and seed is not None:
+        from cli import until as until_cli
+
+        report = until_cli.run(slots, arch, arms, seed, until, budget, record)
+    else:
+        report = record(slots)
     outcomes: dict[str, int] = {}
     for r in report.recorded:
         outcomes[r.outcome] = outcomes.get(r.outcome, 0) + 1
@@ -512,8 +526,46 @@ def grid(
     max_budget_usd: MaxRepUsdOpt = None,
     budget_usd: BudgetOpt = None,
     dry_run: DryRunOpt = False,
+    until_decided: Annotated[
+        bool,
+        typer.Option(
+            "--until-decided",
+            help="Record the file's reps as a pilot, then add reps in rounds until an anytime-valid "
+            "interval decides candidate vs baseline, or --max-reps (docs/runner.md, Sequential stopping).",
+        ),
+    ] = False,
+    max_reps: Annotated[
+        int | None,
+        typer.Option(
+            "--max-reps", help="With --until-decided: reps per cell at most (default: 3× the fixed plan)."
+        ),
+    ] = None,
+    round_size: Annotated[
+        int | None,
+        typer.Option(
+            "--round-size",
+            help="With --until-decided: reps added per arm each round (default: one per cell).",
+        ),
+    ] = None,
+    delta: Annotated[
+        float | None,
+        typer.Option(
+            "--delta", help="With --until-decided: the difference the fixed-size plan is sized for (0.2)."
+        ),
+    ] = None,
+    baseline: Annotated[
+        str | None,
+        typer.Option(
+            "--baseline", help="With --until-decided: the baseline arm (default: current, else none)."
+        ),
+    ] = None,
+    candidate: Annotated[
+        str | None,
+        typer.Option("--candidate", help="With --until-decided: the arm compared with the baseline."),
+    ] = None,
 ) -> None:
     """Record a grid described in a YAML file; resumable like `run`."""
+    from cli.until import until_options
     from runner import grid as grid_mod
 
     spec = grid_mod.load_grid_file(grid_file)
@@ -527,6 +579,16 @@ def grid(
     arms = None if spec.plugins is None else grid_mod.arms_from(spec.plugins, grid_file.parent)
     for arm in arms or []:
         refuse_inside_inputs("--workdir", workdir, arm.plugin_dir)
+    until = until_options(
+        until_decided,
+        max_reps=max_reps,
+        round_size=round_size,
+        delta=delta,
+        baseline=baseline,
+        candidate=candidate,
+        arms=arms,
+        shard=shard,
+    )
     limits = _limits(mem_limit, pids_limit, tmp_size, file_size_limit)
     opts = _options(
         plugin_dir or paths.REFERENCE_PLUGIN,
@@ -557,6 +619,7 @@ def grid(
         arms=arms,
         seed=spec.seed if seed is None else seed,
         shard=shard,
+        until=until,
     )
 
 

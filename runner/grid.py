@@ -489,13 +489,14 @@ def run_grid(
     arms: Sequence[Arm] = (),
     seed: int | None = None,
     shard: str | None = None,
+    plan_extra: dict[str, object] | None = None,
 ) -> GridReport:
     """Record every slot not yet filled; `after_rep` may score a rep and return its verdict.
 
     Slots run in the order given (`expand_arms` interleaves the arms of a grid); each runs with its
     arm's plugin (`arms`; none given: the one plugin of `options`, arm 'default'). A slot list may
     name any rep indices, so later rounds can add reps to chosen cells. `seed`, the slot's
-    position and `shard` are stored in each run's options_json.
+    position, `shard` and `plan_extra` (e.g. a sequential round) are stored in each run's options_json.
 
     Reps run in worker threads (even with jobs=1), so the main thread stays free to take Ctrl-C:
     it then sets `stop`, which ends every running client at once (their reps are committed as
@@ -581,6 +582,7 @@ def run_grid(
                 plan = {"grid_seed": seed, "order": slot.position}
             if shard is not None:
                 plan["shard"] = shard
+            plan |= plan_extra or {}
             for i in range(retries + 1):
                 run = record_rep(
                     slot.variant,
