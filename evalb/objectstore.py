@@ -55,7 +55,6 @@ _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
 _RUN_ID = re.compile(r"^[0-9a-f]{32}$")
 #: Files of a compacted batch (evalb/compact.py): live only through the archive's mutable
 #: compaction manifest, which immutable objects cannot carry; push refuses them.
-COMPACTED_PREFIX = "compacted-"
 
 if TYPE_CHECKING:
     from evalb.archive import Archive
@@ -149,7 +148,8 @@ def list_objects(s3: Any, url: S3Url, sub: str) -> dict[str, tuple[int, str]]:
         for page in s3.get_paginator("list_objects_v2").paginate(Bucket=url.bucket, Prefix=base):
             for obj in page.get("Contents", []):
                 name = obj["Key"][len(base) :]
-                if "/" in name or not name.endswith(".parquet") or name.startswith("."):
+                suffix = ".json" if sub == COMPACTION else ".parquet"
+                if "/" in name or not name.endswith(suffix) or name.startswith("."):
                     continue
                 out[f"{sub}/{name}"] = (int(obj["Size"]), str(obj["ETag"]).strip('"'))
     except Exception as e:
@@ -241,31 +241,38 @@ def read_marker(s3: Any, url: S3Url) -> dict[str, Any]:
     return data
 
 
-def _compacted(root: Path, what: str) -> ArchiveError:
-    return ArchiveError(
-        f"{root} is compacted ({what}); push carries per-run files only",
-        hint=f"merge it into a new folder (evalb archive merge {root} NEW) and push that",
-    )
+#: A compacted archive's compaction folder (evalb/compact.py): the batches' covers lists, then the
+#: manifest that publishes them, pushed after every table file, in that order.
+COMPACTION = "compaction"
+COMPACTION_MANIFEST = "manifest.json"
+
+
+def compaction_files(root: Path) -> list[list[Path]]:
+    """The compaction folder's files to push after the tables: [covers lists], [manifest] (two
+    waves: the manifest names batches whose files and covers lists must already be there)."""
+    folder = root / COMPACTION
+    manifest = folder / COMPACTION_MANIFEST
+    if not manifest.is_file():
+        return []
+    covers = sorted(p for p in folder.glob("*.covers.json") if not p.name.startswith("."))
+    return [covers, [manifest]]
 
 
 def push_plan(root: Path) -> list[list[Path]]:
     """The local files to push, in waves (`PUSH_WAVES`): per-run files of committed runs only (a
-    run is committed once its runs file exists), and the judgements and scores files. A compacted
-    archive is refused (COMPACTED_PREFIX)."""
+    run is committed once its runs file exists), and the judgements and scores files; for a
+    compacted archive (evalb archive merge writes one) also the live batches' files, which
+    `Archive.files` lists, and then its compaction folder (`compaction_files`), manifest last."""
     from evalb.archive import Archive
 
     arch = Archive(root)
-    if (arch.root / "compaction" / "manifest.json").exists():
-        raise _compacted(arch.root, "compaction/manifest.json")
+    compaction = compaction_files(arch.root)  # listed first: whatever it names is listed after
     # Listed in reverse commit order while recorders may be writing: scores and judgements first
     # (they refer only to runs committed before), then runs, then the events and artifacts of
     # those runs only (a run committed after the runs listing waits for the next push).
     listed: dict[str, list[Path]] = {}
     for table in ("judgements", "scores", "runs", "artifacts", "events"):
         listed[table] = [Path(f) for f in arch.files(table)]
-        for f in listed[table]:
-            if f.name.startswith(COMPACTED_PREFIX):
-                raise _compacted(arch.root, f"{table}/{f.name}")
     committed = {f.stem for f in listed["runs"] if _RUN_ID.match(f.stem)}
     return [
         [
@@ -275,7 +282,7 @@ def push_plan(root: Path) -> list[list[Path]]:
             if table not in ("artifacts", "events") or not _RUN_ID.match(f.stem) or f.stem in committed
         ]
         for tables in PUSH_WAVES
-    ]
+    ] + compaction
 
 
 def push(
@@ -302,7 +309,7 @@ def push(
     result = PushResult(url=str(url), runs=sum(1 for p in waves[1] if _RUN_ID.match(p.stem)))
     _ensure_marker(s3, url, local_marker)
     remote: dict[str, tuple[int, str]] = {}
-    for tables in PUSH_WAVES:
+    for tables in (*PUSH_WAVES, (COMPACTION,)):
         for table in tables:
             remote.update(list_objects(s3, url, table))
     conflicts: list[str] = []
@@ -412,7 +419,8 @@ def mirror(
         fcntl.flock(lock_fd, fcntl.LOCK_EX)  # one sync of a cache at a time
         # listings in reverse commit order: whatever is listed refers only to what is listed after
         listed = {
-            t: list_objects(s3, url, t) for t in ("judgements", "scores", "runs", "artifacts", "events")
+            t: list_objects(s3, url, t)
+            for t in (COMPACTION, "judgements", "scores", "runs", "artifacts", "events")
         }
         committed = {Path(rel).stem for rel in listed["runs"]}
         result = MirrorResult(root)
@@ -430,6 +438,16 @@ def mirror(
                         continue
                     wave.append((rel, target))
             todo.append(wave)
+        manifest = f"{COMPACTION}/{COMPACTION_MANIFEST}"
+        for last in (False, True):  # the covers lists, then the manifest that publishes the batches
+            todo.append(
+                [
+                    (rel, root / rel)
+                    for rel, (size, _) in sorted(listed[COMPACTION].items())
+                    if (rel == manifest) == last
+                    and not ((root / rel).is_file() and (root / rel).stat().st_size == size)
+                ]
+            )
         with ThreadPoolExecutor(max(1, jobs)) as pool:
             for wave in todo:
                 list(pool.map(lambda item: _download(s3, url, *item), wave))
