@@ -87,17 +87,56 @@ def _commit_chunk(args: tuple[str, int, int]) -> None:
             rep=i,
             files=files,
             source="import",
-            run_id=f"bench{i:06d}",
+            run_id=f"tmpl{i:06d}",
         )
 
 
+#: Distinct synthetic transcripts; run i of a large archive is a copy of template i % TEMPLATES
+#: under its own run id, rep and slot (building 100,000 transcripts one by one takes an hour).
+TEMPLATES = 1000
+_TABLES = ("artifacts", "events", "runs")
+
+
+def _run_id(i: int) -> str:
+    return f"bench{i:07d}"
+
+
+def _copy_chunk(args: tuple[str, str, int, int]) -> None:
+    """Write runs start..stop as per-run files (the layout `Archive.commit_run` writes), each a
+    copy of a template with its run id, rep and slot replaced."""
+    import polars as pl
+
+    tmpl_root, root, start, stop = args
+    frames = {t: pl.read_parquet(f"{tmpl_root}/{t}/*.parquet") for t in _TABLES}
+    by_tmpl = {t: dict(frames[t].group_by("run_id")) for t in _TABLES}
+    for i in range(start, stop):
+        key = (f"tmpl{i % TEMPLATES:06d}",)
+        rid = _run_id(i)
+        for t in _TABLES:  # runs last, as a commit
+            df = by_tmpl[t].get(key, frames[t].clear()).with_columns(run_id=pl.lit(rid))
+            if t == "runs":
+                df = df.with_columns(
+                    rep=pl.lit(i, dtype=df.schema["rep"]),
+                    slot=pl.col("variant") + "|" + pl.col("model_alias") + f"|fabricated|{i}",
+                )
+            df.write_parquet(Path(root) / t / f"{rid}.parquet", compression="zstd", statistics=True)
+
+
 def build(root: Path, n: int) -> float:
-    """Create the synthetic archive (two worker processes); return seconds taken."""
+    """Create the synthetic archive of n runs (two worker processes); return seconds taken."""
     Archive(root).ensure()
     t = time.perf_counter()
-    chunks = [(str(root), s, min(s + 250, n)) for s in range(0, n, 250)]
+    tmpl = root.parent / "templates"
+    k = min(n, TEMPLATES)
+    if not (tmpl / "runs").is_dir() or len(os.listdir(tmpl / "runs")) < k:
+        Archive(tmpl).ensure()
+        chunks = [(str(tmpl), s, min(s + 100, k)) for s in range(0, k, 100)]
+        with ProcessPoolExecutor(max_workers=2) as pool:
+            list(pool.map(_commit_chunk, chunks))
+    have = len(os.listdir(root / "runs"))
+    chunks = [(str(tmpl), str(root), s, min(s + 5000, n)) for s in range(have, n, 5000)]
     with ProcessPoolExecutor(max_workers=2) as pool:
-        list(pool.map(_commit_chunk, chunks))
+        list(pool.map(_copy_chunk, chunks))
     return time.perf_counter() - t
 
 
