@@ -23,8 +23,8 @@ import pyarrow.parquet as pq
 from evalb.archive import Archive, _os_error
 from evalb.schema import polars_schema, to_frame
 
-#: Runs per batch: about 40 KB of events and artifacts each in memory, so a few hundred MB at most.
-BATCH_RUNS = 4000
+#: Runs per batch: a batch's events and artifacts take ~40 KB a run (~40 MB), reading it ~300 MB.
+BATCH_RUNS = 1000
 _FILE = "_evalb_file"
 
 
