@@ -94,7 +94,9 @@ def batch_scan(where: RunFiles, table: str, ids: list[str]) -> pl.LazyFrame | No
         return None
     lf = scan_files(files)
     if where.shared[table]:  # row groups outside the batch's run_id range are skipped
-        lf = lf.filter(pl.col("run_id").is_between(pl.lit(ids[0]), pl.lit(ids[-1])) & pl.col("run_id").is_in(ids))
+        lf = lf.filter(
+            pl.col("run_id").is_between(pl.lit(ids[0]), pl.lit(ids[-1])) & pl.col("run_id").is_in(ids)
+        )
     return lf
 
 
@@ -113,7 +115,7 @@ class ParquetStream:
     def write(self, frame: pl.DataFrame) -> None:
         if not frame.height:
             return
-        table = frame.select(list(self.schema)).cast(self.schema).to_arrow()  # type: ignore[arg-type]
+        table = frame.select(list(self.schema)).cast(self.schema).to_arrow()
         try:
             if self.writer is None:
                 self.dest.parent.mkdir(parents=True, exist_ok=True)

@@ -458,7 +458,7 @@ def _previous(archive: Archive, ids: pl.DataFrame) -> pl.DataFrame:
         ).pl()
     finally:
         con.close()
-    return latest.cast(schema)  # type: ignore[arg-type]
+    return latest.cast(schema)
 
 
 def _latest(archive: Archive) -> pl.DataFrame:
