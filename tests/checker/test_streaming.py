@@ -163,3 +163,37 @@ def test_batched_writes_and_flips(archive: Path, tmp_path: Path, monkeypatch: py
     assert fixed.flips.filter(pl.col("axis") == "verdict").select("run_id", "old", "new").rows() == [
         (victim, "FAIL", "PASS")
     ]
+
+
+class _Broken:
+    name = "broken"
+
+    def ask(self, prompt: str) -> str:
+        raise OSError("no credentials")
+
+
+def test_a_judge_failing_mid_pass_leaves_nothing(
+    archive: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A judge that cannot run, met in a later batch: ConfigurationError, and no scores file, no
+    judgement and no temp file is left behind (the half-written scores file is removed)."""
+    import shutil
+
+    from evalb.errors import ConfigurationError
+
+    root = tmp_path / "a"
+    shutil.copytree(archive, root)
+    monkeypatch.setattr(batches, "BATCH_RUNS", 3)
+    streamed: list[int] = []
+    write = batches.ParquetStream.write
+
+    def spy(self: batches.ParquetStream, frame: pl.DataFrame) -> None:
+        write(self, frame)
+        streamed.append(frame.height)
+
+    monkeypatch.setattr(batches.ParquetStream, "write", spy)
+    with pytest.raises(ConfigurationError, match="cannot run"):
+        score_archive(root, judge=_Broken())  # type: ignore[arg-type]
+    assert sum(streamed) > 0  # batches before the failing one had been written to the temp file
+    assert sorted(p.name for p in (root / "scores").iterdir()) == []
+    assert sorted(p.name for p in (root / "judgements").iterdir()) == []
