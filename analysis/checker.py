@@ -1,12 +1,14 @@
-"""Scoring over the whole archive: the rules in analysis/rules run as DuckDB queries over every run at once.
+"""Scoring over the whole archive: the rules in analysis/rules run as DuckDB queries, a batch of runs at a time.
 
-One scoring pass: load runs/events/artifacts of the runs in scope into an in-memory DuckDB, join
-in the scenario metadata as two small tables, run the rules in order, ask the judge only for W runs
-that need it and were not judged before (judgements are cached by run, rubric hash and judge),
-then write one scores file stamped with the checker hash and report the verdicts that flipped
-against each run's latest previous score. SQL rules run over every run at once; the prose rules
-(Python, analysis/rules/prose.py) read the retrieval runs' text rows once per pass, each distinct
-message analysed once.
+One scoring pass: the runs in scope are taken in run_id order, BATCH_RUNS at a time
+(analysis/batches.py); each batch's runs/events/artifacts are read (only the columns the rules
+read) into an in-memory DuckDB with the scenario metadata as two small tables, the rules run in
+order, the judge is asked only for W runs that need it and were not judged before (judgements are
+cached by run, rubric hash and judge), and the batch's new score rows are streamed into the pass's
+one scores file, stamped with the checker hash; the verdicts that flipped against each run's latest
+previous score are reported. Every rule is per run, so a batch scores exactly as a pass over all
+runs at once would (tests/checker/test_streaming.py); the prose rules (Python,
+analysis/rules/prose.py) read a batch's retrieval text rows once, each distinct message analysed once.
 """
 
 from __future__ import annotations
@@ -99,6 +101,15 @@ class ScorePass:
     written: Path | None = None
     judge_calls: int = 0
     judge_errors: list[str] = field(default_factory=list)
+    attempts: pl.DataFrame | None = None
+    """run_id, slot, attempt of the runs scored (read with them, so no caller reads the runs again)."""
+
+    def with_attempts(self) -> pl.DataFrame:
+        """The scores with each run's slot and attempt (for `evalb.archive.last_attempts`)."""
+        attempts = self.attempts
+        if attempts is None:
+            attempts = pl.DataFrame(schema={"run_id": pl.String, "slot": pl.String, "attempt": pl.Int64})
+        return self.scores.join(attempts, on="run_id", how="left")
 
 
 def _sha(data: bytes) -> str:
@@ -514,7 +525,8 @@ def score_archive(
     A run's new row is written when it has no score yet, when its latest score came from another
     checker hash, when its verdict moved, or always with `rescore=True`. `judge` defaults to the
     judge each run expects (`analysis.judge.select_judge`) and is only built when some W run needs
-    it; a judge that cannot run raises ConfigurationError and nothing is written.
+    it; a judge that cannot run raises ConfigurationError and no scores are written (judge answers
+    already given in earlier batches are kept: they were paid for and are cached for the rerun).
     """
     return _score(
         as_archive(archive),
@@ -576,7 +588,7 @@ def _score(
     rules = load_rules(rules_dir)
     final = next(r for r in rules if r.name == FINAL)
     runs_lf, where = batching.read_runs(
-        archive, (*_RUN_COLUMNS_READ, "options_json"), ("events", "artifacts")
+        archive, (*_RUN_COLUMNS_READ, "options_json", "slot", "attempt"), ("events", "artifacts")
     )
     if run_ids is not None:
         runs_lf = runs_lf.filter(pl.col("run_id").is_in(run_ids))
@@ -585,6 +597,8 @@ def _score(
     if model:
         runs_lf = runs_lf.filter(pl.col("model_alias") == model)
     runs = runs_lf.collect()
+    attempts = runs.select("run_id", "slot", "attempt")
+    runs = runs.drop("slot", "attempt")
     previous = _previous(archive, runs)
     same = previous.filter(pl.col("checker_hash") == chash).select("run_id", "digest")
     state = _JudgeState(archive, judge, rubric_path, write)
@@ -643,6 +657,7 @@ def _score(
         written=out.written,
         judge_calls=state.calls,
         judge_errors=state.errors,
+        attempts=attempts,
     )
 
 

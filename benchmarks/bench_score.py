@@ -337,10 +337,17 @@ def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, int
     return elapsed, int(proc.stderr.strip().splitlines()[-1]), proc.stdout
 
 
-def rescore_cli(root: Path) -> tuple[float, int, int]:
-    """`evalb-score --tsv` over the archive (judge answers cached): wall s, peak RSS KiB, rows printed."""
-    exe = str(Path(sys.executable).with_name("evalb-score"))
-    wall, rss, out = timed([exe, "--archive", str(root), "--tsv"], {"ADR_EVAL_B_JUDGE_CMD": JUDGE_CMD})
+def rescore_cli(root: Path, tree: Path | None = None) -> tuple[float, int, int]:
+    """`evalb-score --tsv` over the archive (judge answers cached): wall s, peak RSS KiB, rows
+    printed; with `tree`, the evalb-score of that source tree (e.g. `git archive` of an older commit)."""
+    exe = [str(Path(sys.executable).with_name("evalb-score"))]
+    if tree is not None:
+        exe = [
+            sys.executable,
+            "-c",
+            f"import sys; sys.path.insert(0, {str(tree)!r}); from cli.score import main; main()",
+        ]
+    wall, rss, out = timed([*exe, "--archive", str(root), "--tsv"], {"ADR_EVAL_B_JUDGE_CMD": JUDGE_CMD})
     return wall, rss, out.count("\n")
 
 
@@ -364,6 +371,9 @@ def main() -> None:
     ap.add_argument(
         "--report", action="store_true", help="also time evalb summary and evalb report at the smallest size"
     )
+    ap.add_argument(
+        "--old-tree", type=Path, help="also time the evalb-score of this source tree (the code before)"
+    )
     ap.add_argument("--one", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
@@ -381,10 +391,15 @@ def main() -> None:
         prime(root)
         compact = work / f"compact-{n}"
         compact_archive(root, compact)
-        wall, rss, printed = rescore_cli(root)
-        rows.append((f"{n:,} runs, per-run files ({3 * n:,} files)", wall, rss, f"{printed:,} rows"))
-        wall, rss, printed = rescore_cli(compact)
-        rows.append((f"{n:,} runs, compacted (1 file per table)", wall, rss, f"{printed:,} rows"))
+        for name, where in (
+            (f"per-run files ({3 * n:,} files)", root),
+            ("compacted (1 file per table)", compact),
+        ):
+            wall, rss, printed = rescore_cli(where)
+            rows.append((f"{n:,} runs, {name}", wall, rss, f"{printed:,} rows"))
+            if args.old_tree:
+                wall, rss, printed = rescore_cli(where, args.old_tree)
+                rows.append(("  before (all tables in memory)", wall, rss, f"{printed:,} rows"))
     if args.million:
         n = max(args.runs)
         big = work / f"simulated-{n * args.million}"

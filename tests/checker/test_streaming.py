@@ -166,17 +166,29 @@ def test_batched_writes_and_flips(archive: Path, tmp_path: Path, monkeypatch: py
 
 
 class _Broken:
+    """Answers the first batch, then cannot run: the probe (asked in the calling thread, before
+    the pool) of every later batch fails, as a judge whose credentials expired would."""
+
     name = "broken"
 
+    def __init__(self) -> None:
+        self.probes = 0
+
     def ask(self, prompt: str) -> str:
-        raise OSError("no credentials")
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            self.probes += 1
+            if self.probes > 1:
+                raise OSError("no credentials")
+        return "NO"
 
 
 def test_a_judge_failing_mid_pass_leaves_nothing(
     archive: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A judge that cannot run, met in a later batch: ConfigurationError, and no scores file, no
-    judgement and no temp file is left behind (the half-written scores file is removed)."""
+    """A judge that stops running in a later batch: ConfigurationError, no scores file and no temp
+    file is left behind (the half-written scores file is removed); the answers given are kept."""
     import shutil
 
     from evalb.errors import ConfigurationError
@@ -196,4 +208,7 @@ def test_a_judge_failing_mid_pass_leaves_nothing(
         score_archive(root, judge=_Broken())  # type: ignore[arg-type]
     assert sum(streamed) > 0  # batches before the failing one had been written to the temp file
     assert sorted(p.name for p in (root / "scores").iterdir()) == []
-    assert sorted(p.name for p in (root / "judgements").iterdir()) == []
+    # the answers of the batches before stay (paid for, and cached for the rerun); no temp file anywhere
+    kept = Archive(root).read("judgements")
+    assert kept.height >= 1 and set(kept["verdict"]) == {"NO"} and set(kept["judge"]) == {"broken"}
+    assert not [p for p in root.rglob("*.tmp")]
