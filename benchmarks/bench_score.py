@@ -136,9 +136,9 @@ def build(root: Path, n: int) -> float:
         with ProcessPoolExecutor(max_workers=2) as pool:
             list(pool.map(_commit_chunk, chunks))
     have = len(os.listdir(root / "runs"))
-    chunks = [(str(tmpl), str(root), s, min(s + 5000, n)) for s in range(have, n, 5000)]
+    copies = [(str(tmpl), str(root), s, min(s + 5000, n)) for s in range(have, n, 5000)]
     with ProcessPoolExecutor(max_workers=2) as pool:
-        list(pool.map(_copy_chunk, chunks))
+        list(pool.map(_copy_chunk, copies))
     return time.perf_counter() - t
 
 
@@ -356,6 +356,22 @@ def cli_time(args: list[str]) -> tuple[float, int]:
     return wall, rss
 
 
+class _Rows(list[tuple[str, float, int, str]]):
+    """The result table: a Markdown header when made, each row printed as it is added."""
+
+    def __init__(self, rows: list[tuple[str, float, int, str]] | None = None) -> None:
+        super().__init__()
+        print(f"| {'case':<52} | {'wall':>9} | {'peak RSS':>9} | |")
+        print(f"|{'-' * 54}|{'-' * 11}:|{'-' * 11}:|---|", flush=True)
+        for row in rows or []:
+            self.append(row)
+
+    def append(self, row: tuple[str, float, int, str]) -> None:
+        super().append(row)
+        name, wall, rss, note = row
+        print(f"| {name:<52} | {wall:>8.1f}s | {rss / 1024:>7.0f}MB | {note} |", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, nargs="+", default=[10_000, 100_000])
@@ -382,7 +398,7 @@ def main() -> None:
         return
     work = args.workdir
     work.mkdir(parents=True, exist_ok=True)
-    rows: list[tuple[str, float, int, str]] = []
+    rows = _Rows()
     for n in args.runs:
         root = work / f"archive-{n}"
         if not (root / "runs").is_dir() or len(os.listdir(root / "runs")) < n:
@@ -397,9 +413,9 @@ def main() -> None:
         ):
             wall, rss, printed = rescore_cli(where)
             rows.append((f"{n:,} runs, {name}", wall, rss, f"{printed:,} rows"))
-            if args.old_tree:
+            if args.old_tree and where == root:
                 wall, rss, printed = rescore_cli(where, args.old_tree)
-                rows.append(("  before (all tables in memory)", wall, rss, f"{printed:,} rows"))
+                rows.append(("  the same before (every table loaded first)", wall, rss, f"{printed:,} rows"))
     if args.million:
         n = max(args.runs)
         big = work / f"simulated-{n * args.million}"
@@ -444,10 +460,7 @@ def main() -> None:
     for n in args.runs:
         rows.append((f"  extrapolated to {n:,} runs", per_run * n, pp_rss, ""))
     print()
-    print(f"| {'case':<52} | {'wall':>9} | {'peak RSS':>9} | |")
-    print(f"|{'-' * 54}|{'-' * 11}:|{'-' * 11}:|---|")
-    for name, wall, rss, note in rows:
-        print(f"| {name:<52} | {wall:>8.1f}s | {rss / 1024:>7.0f}MB | {note} |")
+    _Rows(rows)
     for n in args.runs:
         cli = next(w for name, w, _, _ in rows if name.startswith(f"{n:,} runs, per-run"))
         print(
