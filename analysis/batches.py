@@ -79,6 +79,24 @@ def read_runs(
     return runs.drop(_FILE).lazy(), RunFiles(per_run, shared)
 
 
+def files_of(archive: Archive, run_ids: Sequence[str], tables: Sequence[str]) -> RunFiles:
+    """Where the rows of `run_ids` are in `tables`, without reading the runs table: a file named
+    `<run_id>.parquet` for one of them is that run's own; every other file is shared. (Cheaper than
+    `read_runs` when the ids are known; other runs' own files are then scanned as shared.)"""
+    wanted = set(run_ids)
+    per_run: dict[str, dict[str, str]] = {}
+    shared: dict[str, list[str]] = {}
+    for t in tables:
+        per_run[t], shared[t] = {}, []
+        for f in archive.files(t):
+            stem = os.path.basename(f)[: -len(".parquet")]
+            if stem in wanted:
+                per_run[t][stem] = f
+            else:
+                shared[t].append(f)
+    return RunFiles(per_run, shared)
+
+
 def batches(runs: pl.DataFrame, size: int | None = None) -> Iterator[pl.DataFrame]:
     """`runs` in run_id order, `size` (default BATCH_RUNS) rows at a time."""
     size = size or BATCH_RUNS

@@ -469,16 +469,11 @@ def sidecar_dir(out: Path) -> Path:
 
 def _event_batches(arch: Archive, run_ids: list[str]) -> Iterator[pl.DataFrame]:
     """The drill-down's events of `run_ids`, a batch of runs at a time (bounded memory)."""
-    runs_lf, where = batching.read_runs(arch, ["run_id"], ["events"])
-    wanted = runs_lf.collect().join(
-        pl.DataFrame({"run_id": run_ids}, schema={"run_id": pl.String}), on="run_id"
-    )
-    for batch in batching.batches(wanted):
+    where = batching.files_of(arch, run_ids, ["events"])
+    for batch in batching.batches(pl.DataFrame({"run_id": run_ids}, schema={"run_id": pl.String})):
         lf = batching.batch_scan(where, "events", batch["run_id"].to_list())
         if lf is not None:
-            yield (
-                lf.select(EVENT_COLUMNS).sort(["run_id", "seq", "block_index"], nulls_last=False).collect()
-            )
+            yield lf.select(EVENT_COLUMNS).sort(["run_id", "seq", "block_index"], nulls_last=False).collect()
 
 
 def write_transcripts(

@@ -321,11 +321,15 @@ def multiply(src: Path, dst: Path, copies: int) -> None:
     (dst / "archive.json").write_text((src / "archive.json").read_text())
 
 
+#: CPU seconds (user + system) of the last `timed` command: on a shared machine, less noisy than wall time.
+LAST_CPU = [0.0]
+
+
 def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, int, str]:
     """Run a command in a fresh process; return (wall seconds, its peak RSS in KiB, its stdout)."""
     t = time.perf_counter()
     proc = subprocess.run(
-        ["/usr/bin/time", "-f", "%M", *cmd],
+        ["/usr/bin/time", "-f", "%U %S %M", *cmd],
         check=False,
         capture_output=True,
         text=True,
@@ -334,7 +338,9 @@ def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, int
     elapsed = time.perf_counter() - t
     if proc.returncode not in (0, 1):
         raise SystemExit(f"{cmd} failed: {proc.stderr[-2000:]}")
-    return elapsed, int(proc.stderr.strip().splitlines()[-1]), proc.stdout
+    user, system, rss = proc.stderr.strip().splitlines()[-1].split()
+    LAST_CPU[0] = float(user) + float(system)
+    return elapsed, int(rss), proc.stdout
 
 
 def rescore_cli(root: Path, tree: Path | None = None) -> tuple[float, int, int]:
@@ -361,15 +367,18 @@ class _Rows(list[tuple[str, float, int, str]]):
 
     def __init__(self, rows: list[tuple[str, float, int, str]] | None = None) -> None:
         super().__init__()
-        print(f"| {'case':<52} | {'wall':>9} | {'peak RSS':>9} | |")
-        print(f"|{'-' * 54}|{'-' * 11}:|{'-' * 11}:|---|", flush=True)
+        print(f"| {'case':<52} | {'wall':>9} | {'CPU':>9} | {'peak RSS':>9} | |")
+        print(f"|{'-' * 54}|{'-' * 11}:|{'-' * 11}:|{'-' * 11}:|---|", flush=True)
         for row in rows or []:
             self.append(row)
 
     def append(self, row: tuple[str, float, int, str]) -> None:
+        """Add a row measured by `timed` just now (its CPU time is taken from LAST_CPU)."""
         super().append(row)
         name, wall, rss, note = row
-        print(f"| {name:<52} | {wall:>8.1f}s | {rss / 1024:>7.0f}MB | {note} |", flush=True)
+        cpu = f"{LAST_CPU[0]:>8.1f}s" if LAST_CPU[0] else f"{'':>9}"
+        LAST_CPU[0] = 0.0
+        print(f"| {name:<52} | {wall:>8.1f}s | {cpu} | {rss / 1024:>7.0f}MB | {note} |", flush=True)
 
 
 def main() -> None:
@@ -460,7 +469,9 @@ def main() -> None:
     for n in args.runs:
         rows.append((f"  extrapolated to {n:,} runs", per_run * n, pp_rss, ""))
     print()
-    _Rows(rows)
+    print("(the table again, CPU times above)")
+    for name, wall, rss, note in rows:
+        print(f"| {name:<52} | {wall:>8.1f}s | {rss / 1024:>7.0f}MB | {note} |")
     for n in args.runs:
         cli = next(w for name, w, _, _ in rows if name.startswith(f"{n:,} runs, per-run"))
         print(
