@@ -91,12 +91,13 @@ function evalbPageOf(d,seq){var p=d.dataset.pages.split(',').map(Number),k=0;
  for(var i=0;i<p.length;i++){if(p[i]<=seq)k=i;}return k+1;}
 function evalbLoad(d,page,then){var box=d.querySelector('.events');
  if(box.dataset.page==String(page)){if(then)then();return;}
- evalbWaiting[d.id]=then||null;var s=document.createElement('script');
+ box.dataset.want=String(page);evalbWaiting[d.id]=then||null;var s=document.createElement('script');
  s.src=d.dataset.src+'-'+page+'.js';s.onerror=function(){box.innerHTML=
  '<p class="note">Transcript page '+s.src+' could not be loaded (is the folder beside the report?).</p>';};
  document.head.appendChild(s);}
 function evalbPage(runId,page,body){var d=document.getElementById('run-'+runId);if(!d)return;
  var n=d.dataset.pages.split(',').length,box=d.querySelector('.events'),nav='';
+ if(box.dataset.want!==String(page))return;
  if(n>1){nav='<p class="pager">Events page '+page+' of '+n+' '+
   (page>1?'<button data-go="'+(page-1)+'">previous</button> ':'')+
   (page<n?'<button data-go="'+(page+1)+'">next</button>':'')+'</p>';}
@@ -104,7 +105,7 @@ function evalbPage(runId,page,body){var d=document.getElementById('run-'+runId);
  box.querySelectorAll('button[data-go]').forEach(function(b){b.onclick=function(){evalbLoad(d,+b.dataset.go);};});
  var then=evalbWaiting[d.id];evalbWaiting[d.id]=null;if(then)then();}
 document.addEventListener('toggle',function(e){var d=e.target;
- if(d.open&&d.dataset&&d.dataset.src&&!d.querySelector('.events').dataset.page)evalbLoad(d,1);},true);
+ if(d.open&&d.dataset&&d.dataset.src&&!d.querySelector('.events').dataset.want)evalbLoad(d,1);},true);
 """
 
 
