@@ -26,6 +26,7 @@ from evalb.schema import polars_schema, to_frame
 #: Runs per batch: a batch's events and artifacts take ~40 KB a run (~40 MB), reading it ~300 MB.
 BATCH_RUNS = 1000
 _FILE = "_evalb_file"
+_FILES_PER_SCAN = 2000
 
 
 def scan_files(files: Sequence[str]) -> pl.LazyFrame:
@@ -57,12 +58,22 @@ def read_runs(
     if not files:
         empty = to_frame("runs", []).lazy().select(columns)
         return empty, RunFiles({t: {} for t in tables}, {t: [] for t in tables})
-    runs = (
-        pl.scan_parquet(
-            files, missing_columns="insert", extra_columns="ignore", glob=False, include_file_paths=_FILE
-        )
-        .select(*columns, _FILE)
-        .collect()
+    # A few thousand files per scan: one scan over 100,000 small files keeps ~10 KB a file (1 GB)
+    # until it ends; chunks keep that bounded.
+    runs = pl.concat(
+        [
+            pl.scan_parquet(
+                files[i : i + _FILES_PER_SCAN],
+                missing_columns="insert",
+                extra_columns="ignore",
+                glob=False,
+                include_file_paths=_FILE,
+            )
+            .select(*columns, _FILE)
+            .collect()
+            for i in range(0, len(files), _FILES_PER_SCAN)
+        ],
+        how="vertical_relaxed",
     )
     own = runs.filter(pl.col(_FILE).str.split("/").list.last() == pl.col("run_id") + ".parquet")
     own_ids = set(own["run_id"].to_list())

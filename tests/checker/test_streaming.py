@@ -115,6 +115,7 @@ def test_batches_equal_one_pass(archive: Path, monkeypatch: pytest.MonkeyPatch) 
     reference = one_pass(archive)
     assert reference.height > 50 and set(reference["verdict"]) == {"PASS", "FAIL", "INVALID"}
     monkeypatch.setattr(batches, "BATCH_RUNS", 7)
+    monkeypatch.setattr(batches, "_FILES_PER_SCAN", 11)  # the runs files read a few at a time too
     got = score_archive(archive, judge=KeywordJudge(), write=False)
     assert _norm(got.scores).equals(reference)
 
