@@ -1,7 +1,7 @@
 """Benchmark (not a test): rescoring at 10k-100k+ runs, per-run files and compacted, vs one process per transcript.
 
     .venv/bin/python benchmarks/bench_score.py [--runs 10000 100000] [--sample 50] [--workdir DIR]
-        [--million COPIES] [--report]
+        [--multiply K] [--report]
 
 Builds synthetic archives of N runs shaped like real transcripts (20-60 events each, every
 variant, passing, failing and invalid behaviours: TEMPLATES distinct transcripts committed with
@@ -9,7 +9,7 @@ evalb.archive, copied under new run ids), primes each with one scoring pass (jud
 cached: the keyword judge stands in for the model, so no API is called), compacts a copy (one
 sorted, row-grouped file per table: `compact_archive`), then measures in fresh processes:
   1. `evalb-score --tsv` over each archive, per-run files and compacted (wall, peak RSS);
-  2. (--million K) the same over a simulated archive of K x the largest N runs, compacted;
+  2. (--multiply K) the same over a simulated archive of K x the largest N runs, compacted;
   3. (--report) `evalb summary` and `evalb report` at the smallest N;
   4. the same rules applied one transcript per process: a subprocess per run that loads its
      JSONL, parses it and scores it alone in DuckDB, timed on a sample and extrapolated.
@@ -387,7 +387,7 @@ def main() -> None:
     ap.add_argument("--sample", type=int, default=50, help="runs scored one process each")
     ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "evalb-bench-score")
     ap.add_argument(
-        "--million",
+        "--multiply",
         type=int,
         default=0,
         metavar="COPIES",
@@ -398,6 +398,9 @@ def main() -> None:
     )
     ap.add_argument(
         "--old-tree", type=Path, help="also time the evalb-score of this source tree (the code before)"
+    )
+    ap.add_argument(
+        "--skip-rescore", action="store_true", help="build and compact, but time only the other cases"
     )
     ap.add_argument("--one", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -419,21 +422,21 @@ def main() -> None:
         for name, where in (
             (f"per-run files ({3 * n:,} files)", root),
             ("compacted (1 file per table)", compact),
-        ):
+        )[: 0 if args.skip_rescore else 2]:
             wall, rss, printed = rescore_cli(where)
             rows.append((f"{n:,} runs, {name}", wall, rss, f"{printed:,} rows"))
             if args.old_tree and where == root:
                 wall, rss, printed = rescore_cli(where, args.old_tree)
                 rows.append(("  the same before (every table loaded first)", wall, rss, f"{printed:,} rows"))
-    if args.million:
+    if args.multiply:
         n = max(args.runs)
-        big = work / f"simulated-{n * args.million}"
-        print(f"simulating {n * args.million:,} runs in {big} ...", flush=True)
-        multiply(work / f"compact-{n}", big, args.million)
+        big = work / f"simulated-{n * args.multiply}"
+        print(f"simulating {n * args.multiply:,} runs in {big} ...", flush=True)
+        multiply(work / f"compact-{n}", big, args.multiply)
         wall, rss, printed = rescore_cli(big)
         rows.append(
             (
-                f"{n * args.million:,} runs, compacted ({args.million} files per table)",
+                f"{n * args.multiply:,} runs, compacted ({args.multiply} files per table)",
                 wall,
                 rss,
                 f"{printed:,} rows",
@@ -455,6 +458,8 @@ def main() -> None:
                     f"{out.stat().st_size / 1e6:.1f} MB html + {side / 1e6:.0f} MB of pages",
                 )
             )
+    if not args.sample:
+        return
     with tempfile.TemporaryDirectory() as tmp:
         pp_s, pp_rss = per_process(Path(tmp), max(args.runs), args.sample)
     per_run = pp_s / args.sample
@@ -473,7 +478,9 @@ def main() -> None:
     for name, wall, rss, note in rows:
         print(f"| {name:<52} | {wall:>8.1f}s | {rss / 1024:>7.0f}MB | {note} |")
     for n in args.runs:
-        cli = next(w for name, w, _, _ in rows if name.startswith(f"{n:,} runs, per-run"))
+        cli = next((w for name, w, _, _ in rows if name.startswith(f"{n:,} runs, per-run")), None)
+        if cli is None:
+            continue
         print(
             f"speed-up over one process per transcript at {n:,} runs: {per_run * n / cli:.0f}x (per-run files)"
         )
