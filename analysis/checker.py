@@ -643,10 +643,11 @@ def _score(
     finally:
         con.close()
     scores = (
-        pl.concat(parts)
+        pl.concat(parts, rechunk=False)
         if parts
         else pl.DataFrame(schema={**polars_schema("scores"), "started_at": pl.Datetime("us", "UTC")})
     )
+    parts.clear()  # the batches' rows are held once, not twice, while they are sorted
     scores = scores.sort("variant", "model_alias", "rep", "started_at", "run_id")
     return ScorePass(
         scores=scores,
