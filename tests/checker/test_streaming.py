@@ -213,3 +213,16 @@ def test_a_judge_failing_mid_pass_leaves_nothing(
     kept = Archive(root).read("judgements")
     assert kept.height >= 1 and set(kept["verdict"]) == {"NO"} and set(kept["judge"]) == {"broken"}
     assert not [p for p in root.rglob("*.tmp")]
+
+
+@pytest.mark.client
+def test_recorded_archive_batches_equal_one_pass(
+    stochastic_archive: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On runs recorded with the real client (stochastic scripted policy), batches of 2 runs give
+    the same verdicts, reasons and evidence as one pass over all of them."""
+    reference = one_pass(stochastic_archive)
+    assert reference.height >= 4
+    monkeypatch.setattr(batches, "BATCH_RUNS", 2)
+    got = score_archive(stochastic_archive, judge=KeywordJudge(), write=False)
+    assert _norm(got.scores).equals(reference)
