@@ -18,6 +18,7 @@ import hashlib
 import importlib
 import os
 import sys
+import tempfile
 import types
 import uuid
 from dataclasses import dataclass, field
@@ -317,14 +318,17 @@ def connect_frames(
 
 #: DuckDB's cap for one rule connection: a batch's inputs take a few hundred MB at most.
 DUCKDB_MEMORY_LIMIT = "1GB"
+#: Beyond the cap DuckDB spills to disk: into the system temp folder, never a `.tmp` in the cwd.
+_DUCKDB_CONFIG: dict[str, str | bool | int | float | list[str]] = {
+    "memory_limit": DUCKDB_MEMORY_LIMIT,
+    "temp_directory": os.path.join(tempfile.gettempdir(), f"evalb-duckdb-{os.getpid()}"),
+}
 
 
 def _connection(scenarios_dir: Path | None) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with the scenario tables, its memory and threads capped (one batch of
     runs at a time never needs more)."""
-    con = duckdb.connect(
-        config={"memory_limit": DUCKDB_MEMORY_LIMIT, "threads": max(1, min(4, os.cpu_count() or 1))}
-    )
+    con = duckdb.connect(config=_DUCKDB_CONFIG | {"threads": max(1, min(4, os.cpu_count() or 1))})
     con.execute("SET preserve_insertion_order = false")
     con.execute("SET enable_progress_bar = false")
     meta, pats = scenario_tables(scenarios_dir)
@@ -457,7 +461,7 @@ def _previous(archive: Archive, ids: pl.DataFrame) -> pl.DataFrame:
     }
     if not files or not ids.height:
         return pl.DataFrame(schema=schema)
-    con = duckdb.connect(config={"memory_limit": DUCKDB_MEMORY_LIMIT})
+    con = duckdb.connect(config=dict(_DUCKDB_CONFIG))
     try:
         con.execute("SET enable_progress_bar = false")
         con.read_parquet(files, union_by_name=True).create_view("scores")
@@ -470,11 +474,6 @@ def _previous(archive: Archive, ids: pl.DataFrame) -> pl.DataFrame:
     finally:
         con.close()
     return latest.cast(schema)
-
-
-def _latest(archive: Archive) -> pl.DataFrame:
-    scores = archive.read("scores")
-    return scores.sort("scored_at").group_by("run_id", maintain_order=True).last()
 
 
 def _ab(col: str) -> pl.Expr:

@@ -302,7 +302,7 @@ def multiply(src: Path, dst: Path, copies: int) -> None:
 
     if (dst / "archive.json").exists():
         return
-    con = duckdb.connect(config={"memory_limit": "2GB", "threads": 2})
+    con = duckdb.connect(config={"memory_limit": "2GB", "threads": 2, "temp_directory": str(dst / ".spill")})
     for t in ("runs", "events", "artifacts", "judgements", "scores", "inflight", "locks"):
         (dst / t).mkdir(parents=True, exist_ok=True)
     for k in range(copies):
