@@ -1,12 +1,14 @@
-"""Scoring over the whole archive: the rules in analysis/rules run as DuckDB queries over every run at once.
+"""Scoring over the whole archive: the rules in analysis/rules run as DuckDB queries, a batch of runs at a time.
 
-One scoring pass: load runs/events/artifacts of the runs in scope into an in-memory DuckDB, join
-in the scenario metadata as two small tables, run the rules in order, ask the judge only for W runs
-that need it and were not judged before (judgements are cached by run, rubric hash and judge),
-then write one scores file stamped with the checker hash and report the verdicts that flipped
-against each run's latest previous score. SQL rules run over every run at once; the prose rules
-(Python, analysis/rules/prose.py) read the retrieval runs' text rows once per pass, each distinct
-message analysed once.
+One scoring pass: the runs in scope are taken in run_id order, BATCH_RUNS at a time
+(analysis/batches.py); each batch's runs/events/artifacts are read (only the columns the rules
+read) into an in-memory DuckDB with the scenario metadata as two small tables, the rules run in
+order, the judge is asked only for W runs that need it and were not judged before (judgements are
+cached by run, rubric hash and judge), and the batch's new score rows are streamed into the pass's
+one scores file, stamped with the checker hash; the verdicts that flipped against each run's latest
+previous score are reported. Every rule is per run, so a batch scores exactly as a pass over all
+runs at once would (tests/checker/test_streaming.py); the prose rules (Python,
+analysis/rules/prose.py) read a batch's retrieval text rows once, each distinct message analysed once.
 """
 
 from __future__ import annotations
@@ -14,14 +16,18 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import importlib
+import os
 import sys
+import tempfile
 import types
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
 import polars as pl
 
+from analysis import batches as batching
 from analysis import judge as judging
 from analysis.rules import FINAL, JUDGE_INPUT, RULES
 from analysis.rules.shell import register_shell_table
@@ -29,7 +35,7 @@ from evalb import paths
 from evalb.archive import LATEST_RUN_COLUMNS, Archive
 from evalb.errors import ScenarioError
 from evalb.scenarios import load_scenarios
-from evalb.schema import columns
+from evalb.schema import polars_schema, to_frame
 
 #: Columns of `latest_scores` taken from the runs table (after every ScoreRecord column).
 RUN_COLUMNS: tuple[str, ...] = LATEST_RUN_COLUMNS
@@ -97,6 +103,15 @@ class ScorePass:
     written: Path | None = None
     judge_calls: int = 0
     judge_errors: list[str] = field(default_factory=list)
+    attempts: pl.DataFrame | None = None
+    """run_id, slot, attempt of the runs scored (read with them, so no caller reads the runs again)."""
+
+    def with_attempts(self) -> pl.DataFrame:
+        """The scores with each run's slot and attempt (for `evalb.archive.last_attempts`)."""
+        attempts = self.attempts
+        if attempts is None:
+            attempts = pl.DataFrame(schema={"run_id": pl.String, "slot": pl.String, "attempt": pl.Int64})
+        return self.scores.join(attempts, on="run_id", how="left")
 
 
 def _sha(data: bytes) -> str:
@@ -253,21 +268,26 @@ def load_inputs(
     runs = runs_lf.collect()
     ids = runs.select("run_id").lazy()
     scoped = variant is not None or model is not None or run_ids is not None
-    events_lf = (
-        archive.scan("events")
-        .select(
-            *_EVENT_COLUMNS,
-            "text",
-            raw=pl.when(pl.col("subtype") == "hook_response").then(pl.col("raw")),
-        )
-        .filter(pl.col("type").is_in(["assistant", "result", "system"]))
-    )
-    artifacts_lf = archive.scan("artifacts").select(_ARTIFACT_COLUMNS)
+    events_lf = _events(archive.scan("events"))
+    artifacts_lf = _artifacts(archive.scan("artifacts"))
     if scoped:
         events_lf = events_lf.join(ids, on="run_id", how="semi")
         artifacts_lf = artifacts_lf.join(ids, on="run_id", how="semi")
     events, artifacts = pl.collect_all([events_lf, artifacts_lf])
     return runs, events, artifacts
+
+
+def _events(lf: pl.LazyFrame) -> pl.LazyFrame:
+    """What of the events the rules read (see _EVENT_COLUMNS)."""
+    return lf.select(
+        *_EVENT_COLUMNS,
+        "text",
+        raw=pl.when(pl.col("subtype") == "hook_response").then(pl.col("raw")),
+    ).filter(pl.col("type").is_in(["assistant", "result", "system"]))
+
+
+def _artifacts(lf: pl.LazyFrame) -> pl.LazyFrame:
+    return lf.select(_ARTIFACT_COLUMNS)
 
 
 def rule_connection(
@@ -300,23 +320,48 @@ def connect_frames(
     tests pass frames built in memory): inputs and scenario tables loaded, rules run up to `upto`."""
     if "arm" not in runs.columns:  # a frame built without arms (schema v3): the one plugin's arm
         runs = runs.with_columns(arm=pl.lit("default"))
-    con = duckdb.connect()
+    con = _connection(scenarios_dir)
+    _load(con, runs, events, artifacts)
+    run_rules(con, load_rules(rules_dir), upto)
+    return con
+
+
+#: DuckDB's cap for one rule connection: a batch's inputs take a few hundred MB at most.
+DUCKDB_MEMORY_LIMIT = "1GB"
+#: Beyond the cap DuckDB spills to disk: into the system temp folder, never a `.tmp` in the cwd.
+_DUCKDB_CONFIG: dict[str, str | bool | int | float | list[str]] = {
+    "memory_limit": DUCKDB_MEMORY_LIMIT,
+    "temp_directory": os.path.join(tempfile.gettempdir(), f"evalb-duckdb-{os.getpid()}"),
+}
+
+
+def _connection(scenarios_dir: Path | None) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection with the scenario tables, its memory and threads capped (one batch of
+    runs at a time never needs more)."""
+    con = duckdb.connect(config=_DUCKDB_CONFIG | {"threads": max(1, min(4, os.cpu_count() or 1))})
     con.execute("SET preserve_insertion_order = false")
     con.execute("SET enable_progress_bar = false")
-    for name, frame in (("runs", runs), ("events", events), ("artifacts", artifacts)):
-        # One chunk per file read; handing DuckDB 10,000 chunks costs 10x more than rechunking first.
-        con.register(f"_{name}", frame.rechunk())
-        con.execute(f"CREATE TABLE {name} AS SELECT * FROM _{name}")
-        con.unregister(f"_{name}")
-    register_shell_table(con)  # what each Bash command reads/lists/searches/writes/runs
     meta, pats = scenario_tables(scenarios_dir)
     _check_patterns(con, pats)
     con.register("_meta", meta)
     con.register("_pats", pats)
     con.execute("CREATE TABLE scenario_meta AS SELECT * FROM _meta")
     con.execute("CREATE TABLE scenario_patterns AS SELECT * FROM _pats")
-    run_rules(con, load_rules(rules_dir), upto)
+    con.unregister("_meta")
+    con.unregister("_pats")
     return con
+
+
+def _load(
+    con: duckdb.DuckDBPyConnection, runs: pl.DataFrame, events: pl.DataFrame, artifacts: pl.DataFrame
+) -> None:
+    """(Re)load the input tables of the rules (one batch of runs) and the `shell_ops` they derive."""
+    for name, frame in (("runs", runs), ("events", events), ("artifacts", artifacts)):
+        # One chunk per file read; handing DuckDB 10,000 chunks costs 10x more than rechunking first.
+        con.register(f"_{name}", frame.rechunk())
+        con.execute(f"CREATE OR REPLACE TABLE {name} AS SELECT * FROM _{name}")
+        con.unregister(f"_{name}")
+    register_shell_table(con)  # what each Bash command reads/lists/searches/writes/runs
 
 
 # --- judge cache ---------------------------------------------------------------------------------
@@ -333,53 +378,54 @@ def _cached_judgements(archive: Archive, rubric: str) -> pl.DataFrame:
 
 
 def _judges_for(
-    archive: Archive, needed: pl.DataFrame, judge: judging.Judge | None
+    runs: pl.DataFrame, needed: pl.DataFrame, judge: judging.Judge | None
 ) -> dict[str, judging.Judge]:
     """run_id -> the judge that answers for it: `judge` when given, else `judging.select_judge` of
-    the judge the run expects (options_json.judge, or its model alias)."""
+    the judge the run expects (options_json.judge, or its model alias); `runs` holds model_alias
+    and options_json of (at least) the runs `needed`."""
     ids = needed["run_id"].to_list()
     if judge is not None:
         return dict.fromkeys(ids, judge)
-    runs = (
-        archive.scan("runs")
-        .select("run_id", "model_alias", "options_json")
-        .filter(pl.col("run_id").is_in(ids))
-        .collect()
-    )
     built: dict[str, judging.Judge] = {}
     out: dict[str, judging.Judge] = {}
-    for r in runs.iter_rows(named=True):
+    for r in runs.filter(pl.col("run_id").is_in(ids)).iter_rows(named=True):
         kind = judging.expected_judge(r["model_alias"] or "", r["options_json"])
         out[r["run_id"]] = built.setdefault(kind, judging.select_judge(kind))
     return out
 
 
-def _judge(
-    con: duckdb.DuckDBPyConnection,
-    archive: Archive,
-    judge: judging.Judge | None,
-    rubric_path: Path | None,
-    write: bool,
-) -> tuple[int, list[str]]:
-    """Register `judge_verdicts` (cached answers + new ones); return (calls made, error lines).
+@dataclass
+class _JudgeState:
+    """The judge side of one scoring pass: the cache (read once, when a run first needs it)."""
+
+    archive: Archive
+    judge: judging.Judge | None
+    rubric_path: Path | None
+    write: bool
+    cached: pl.DataFrame | None = None
+    calls: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+def _judge(con: duckdb.DuckDBPyConnection, runs: pl.DataFrame, state: _JudgeState) -> None:
+    """Register `judge_verdicts` for the runs loaded in `con` (cached answers + new ones).
 
     Each judge in use is probed with its first question alone: one that cannot run raises
-    ConfigurationError before anything is written. New judgements are written after every judge
-    has answered."""
+    ConfigurationError before anything is written. New judgements are written (one file per
+    batch) after every judge of the batch has answered."""
     needed = con.sql("SELECT run_id, seq, text FROM final_message").pl()
     verdicts = pl.DataFrame(schema={"run_id": pl.String, "verdict": pl.String, "raw_output": pl.String})
-    calls, errors = 0, []
     if needed.height:
-        judges = _judges_for(archive, needed, judge)
-        rubric = judging.rubric_hash(rubric_path)
+        judges = _judges_for(runs, needed, state.judge)
+        rubric = judging.rubric_hash(state.rubric_path)
+        if state.cached is None:
+            state.cached = _cached_judgements(state.archive, rubric)
         wanted = needed.with_columns(
             judge=pl.col("run_id").replace_strict(
                 {k: j.name for k, j in judges.items()}, default=None, return_dtype=pl.String
             )
         )
-        cached = _cached_judgements(archive, rubric).join(
-            wanted.select("run_id", "judge"), on=["run_id", "judge"]
-        )
+        cached = state.cached.join(wanted.select("run_id", "judge"), on=["run_id", "judge"])
         todo = wanted.join(cached.select("run_id"), on="run_id", how="anti")
         records = []
         for _, group in todo.group_by("judge", maintain_order=True):
@@ -387,13 +433,13 @@ def _judge(
             records += judging.judge_many(
                 judges[ids[0]],
                 list(zip(ids, group["text"].to_list(), strict=True)),
-                rubric_path=rubric_path,
+                rubric_path=state.rubric_path,
                 probe=True,
             )
-        calls = len(records)
-        errors = [f"{r.run_id}: {r.raw_output.strip()[:200]}" for r in records if r.verdict == "ERROR"]
-        if write and records:
-            archive.append_rows("judgements", records)
+        state.calls += len(records)
+        state.errors += [f"{r.run_id}: {r.raw_output.strip()[:200]}" for r in records if r.verdict == "ERROR"]
+        if state.write and records:
+            state.archive.append_rows("judgements", records)
         fresh = pl.DataFrame(
             [{"run_id": r.run_id, "verdict": r.verdict, "raw_output": r.raw_output} for r in records],
             schema=verdicts.schema,
@@ -401,13 +447,43 @@ def _judge(
         verdicts = pl.concat([cached.select(verdicts.columns), fresh])
     con.register("_judge_verdicts", verdicts)
     con.execute("CREATE OR REPLACE TABLE judge_verdicts AS SELECT * FROM _judge_verdicts")
-    return calls, errors
+    con.unregister("_judge_verdicts")
 
 
 # --- scoring -------------------------------------------------------------------------------------
-def _latest(archive: Archive) -> pl.DataFrame:
-    scores = archive.read("scores")
-    return scores.sort("scored_at").group_by("run_id", maintain_order=True).last()
+#: The digest of what decides whether a new score row is written (see `_score`), the same SQL
+#: over the previous scores and the new verdicts.
+_DIGEST = "hash(valid, axis_a, axis_b, verdict, reasons)"
+
+
+def _previous(archive: Archive, ids: pl.DataFrame) -> pl.DataFrame:
+    """The latest score of each run in `ids`: run_id, axis_a, axis_b, verdict, checker_hash and the
+    digest of the compared columns (not the reasons themselves: ~50 bytes a run). DuckDB reduces
+    the scores files to one row per run, reading only these columns."""
+    files = archive.files("scores")
+    schema = {
+        "run_id": pl.String,
+        "axis_a": pl.Boolean,
+        "axis_b": pl.Boolean,
+        "verdict": pl.String,
+        "checker_hash": pl.String,
+        "digest": pl.UInt64,
+    }
+    if not files or not ids.height:
+        return pl.DataFrame(schema=schema)
+    con = duckdb.connect(config=dict(_DUCKDB_CONFIG))
+    try:
+        con.execute("SET enable_progress_bar = false")
+        con.read_parquet(files, union_by_name=True).create_view("scores")
+        con.register("_ids", ids.select("run_id"))
+        latest = con.sql(
+            f"""SELECT run_id, unnest(max_by({{'axis_a': axis_a, 'axis_b': axis_b, 'verdict': verdict,
+                    'checker_hash': checker_hash, 'digest': {_DIGEST}}}, scored_at))
+                FROM scores SEMI JOIN _ids USING (run_id) GROUP BY run_id"""
+        ).pl()
+    finally:
+        con.close()
+    return latest.cast(schema)
 
 
 def _ab(col: str) -> pl.Expr:
@@ -458,7 +534,8 @@ def score_archive(
     A run's new row is written when it has no score yet, when its latest score came from another
     checker hash, when its verdict moved, or always with `rescore=True`. `judge` defaults to the
     judge each run expects (`analysis.judge.select_judge`) and is only built when some W run needs
-    it; a judge that cannot run raises ConfigurationError and nothing is written.
+    it; a judge that cannot run raises ConfigurationError and no scores are written (judge answers
+    already given in earlier batches are kept: they were paid for and are cached for the rerun).
     """
     return _score(
         as_archive(archive),
@@ -513,42 +590,85 @@ def _score(
     scenarios_dir: Path | None,
     rubric_path: Path | None,
 ) -> ScorePass:
+    """One pass, batch by batch (analysis/batches.py): a batch's inputs are read, its rules run, its
+    W runs judged, its new score rows streamed into the pass's one scores file; only the score rows
+    themselves (what the caller prints) and the previous verdicts (~50 bytes a run) stay in memory."""
     chash = checker_hash(rules_dir, rubric_path)
-    con = rule_connection(
-        archive,
-        variant=variant,
-        model=model,
-        run_ids=run_ids,
-        scenarios_dir=scenarios_dir,
-        rules_dir=rules_dir,
+    rules = load_rules(rules_dir)
+    final = next(r for r in rules if r.name == FINAL)
+    runs_lf, where = batching.read_runs(
+        archive, (*_RUN_COLUMNS_READ, "options_json", "slot", "attempt"), ("events", "artifacts")
     )
+    if run_ids is not None:
+        runs_lf = runs_lf.filter(pl.col("run_id").is_in(run_ids))
+    if variant:
+        runs_lf = runs_lf.filter(pl.col("variant").str.to_lowercase() == variant.lower())
+    if model:
+        runs_lf = runs_lf.filter(pl.col("model_alias") == model)
+    runs = runs_lf.collect()
+    attempts = runs.select("run_id", "slot", "attempt")
+    runs = runs.drop("slot", "attempt")
+    previous = _previous(archive, runs)
+    same = previous.filter(pl.col("checker_hash") == chash).select("run_id", "digest")
+    state = _JudgeState(archive, judge, rubric_path, write)
+    parts: list[pl.DataFrame] = []
+    flips: list[pl.DataFrame] = []
+    scored_at = dt.datetime.now(dt.UTC)
+    dest = archive.table_dir("scores") / f"{scored_at:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:12]}.parquet"
+    con = _connection(scenarios_dir)
     try:
-        calls, errors = _judge(con, archive, judge, rubric_path, write)
-        run_rule(con, next(r for r in load_rules(rules_dir) if r.name == FINAL))
-        scored = con.sql(f"SELECT * FROM {FINAL}").pl()
+        with batching.ParquetStream(dest, "scores") as out:
+            for batch in batching.batches(runs):
+                ids = batch["run_id"].to_list()
+                events = batching.batch_scan(where, "events", ids)
+                artifacts = batching.batch_scan(where, "artifacts", ids)
+                ev, art = pl.collect_all(
+                    [
+                        _events(events if events is not None else to_frame("events", []).lazy()),
+                        _artifacts(artifacts if artifacts is not None else to_frame("artifacts", []).lazy()),
+                    ]
+                )
+                _load(con, batch.drop("options_json"), ev, art)
+                run_rules(con, rules, JUDGE_INPUT)
+                _judge(con, batch, state)
+                run_rule(con, final)
+                scored = con.sql(f"SELECT *, {_DIGEST} AS _digest FROM {FINAL}").pl()
+                scored = scored.with_columns(
+                    checker_hash=pl.lit(chash),
+                    scored_at=pl.lit(scored_at).cast(pl.Datetime("us", "UTC")),
+                    rep=pl.col("rep").cast(pl.Int64),
+                    evidence_a=pl.col("evidence_a").cast(pl.List(pl.Int64)),
+                    evidence_b=pl.col("evidence_b").cast(pl.List(pl.Int64)),
+                )
+                flips.append(compute_flips(previous.join(batch.select("run_id"), on="run_id"), scored))
+                if write:
+                    changed = scored
+                    if not rescore:
+                        changed = scored.join(
+                            same, left_on=["run_id", "_digest"], right_on=["run_id", "digest"], how="anti"
+                        )
+                    out.write(changed)
+                parts.append(scored.drop("_digest"))
     finally:
         con.close()
-    scored_at = dt.datetime.now(dt.UTC)
-    scores = scored.with_columns(
-        checker_hash=pl.lit(chash),
-        scored_at=pl.lit(scored_at).cast(pl.Datetime("us", "UTC")),
-        rep=pl.col("rep").cast(pl.Int64),
-        evidence_a=pl.col("evidence_a").cast(pl.List(pl.Int64)),
-        evidence_b=pl.col("evidence_b").cast(pl.List(pl.Int64)),
-    ).sort("variant", "model_alias", "rep", "started_at", "run_id")
-    previous = _latest(archive).join(scores.select("run_id"), on="run_id")
-    flips = compute_flips(previous, scores)
-    result = ScorePass(scores=scores, flips=flips, checker_hash=chash, judge_calls=calls, judge_errors=errors)
-    if write and scores.height:
-        if rescore:
-            changed = scores
-        else:
-            same = previous.filter(pl.col("checker_hash") == chash).select("run_id", *_COMPARED)
-            changed = scores.join(same, on=["run_id", *_COMPARED], how="anti", nulls_equal=True)
-        if changed.height:
-            rows = changed.select(columns("scores")).to_dicts()
-            result.written = archive.append_rows("scores", rows)
-    return result
+    scores = (
+        pl.concat(parts, rechunk=False)
+        if parts
+        else pl.DataFrame(schema={**polars_schema("scores"), "started_at": pl.Datetime("us", "UTC")})
+    )
+    parts.clear()  # the batches' rows are held once, not twice, while they are sorted
+    scores = scores.sort("variant", "model_alias", "rep", "started_at", "run_id")
+    return ScorePass(
+        scores=scores,
+        flips=pl.concat(flips).sort("variant", "model_alias", "rep", "run_id", "axis")
+        if flips
+        else compute_flips(previous, scores),
+        checker_hash=chash,
+        written=out.written,
+        judge_calls=state.calls,
+        judge_errors=state.errors,
+        attempts=attempts,
+    )
 
 
 def latest_scores(archive: Archive | Path | str) -> pl.DataFrame:

@@ -8,16 +8,20 @@ is pure (frames in, HTML out); `build_report` reads an archive and writes the fi
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import html
 import itertools
+import json
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import plotly.graph_objects as go
 import polars as pl
 
+from analysis import batches as batching
 from analysis import plots
 from analysis.costs import cell_costs, plan_cost
 from analysis.degradation import ALPHA, degradation_table, status_label
@@ -71,13 +75,37 @@ pre{white-space:pre-wrap;margin:0;font-size:.8rem;max-height:20rem;overflow:auto
 .scroll{overflow-x:auto}.figrow{display:flex;flex-wrap:wrap;gap:1rem}
 .banner{background:#fff3c4;border:1px solid #e0c060;padding:.5rem .8rem}
 .legend span{padding:.1rem .5rem;margin-right:.5rem}
+.events:empty::before{content:"loading the events (pages beside the report, in the .runs folder)";color:#777}
 """
 
 _JS = """
 function openTarget(){var id=decodeURIComponent(location.hash.slice(1));if(!id)return;
-var el=document.getElementById(id);if(!el)return;var d=el.closest('details');
+var el=document.getElementById(id);
+if(!el){var m=id.match(/^(run-.*)-seq-(\\d+)$/);var r=m&&document.getElementById(m[1]);
+ if(r&&r.dataset.src){r.open=true;evalbLoad(r,evalbPageOf(r,+m[2]),openTarget);}return;}
+var d=el.closest('details');
 while(d){d.open=true;d=d.parentElement.closest('details');}el.scrollIntoView();}
 window.addEventListener('hashchange',openTarget);window.addEventListener('load',openTarget);
+var evalbWaiting={};
+function evalbPageOf(d,seq){var p=d.dataset.pages.split(',').map(Number),k=0;
+ for(var i=0;i<p.length;i++){if(p[i]<=seq)k=i;}return k+1;}
+function evalbLoad(d,page,then){var box=d.querySelector('.events');
+ if(box.dataset.page==String(page)){if(then)then();return;}
+ box.dataset.want=String(page);evalbWaiting[d.id]=then||null;var s=document.createElement('script');
+ s.src=d.dataset.src+'-'+page+'.js';s.onerror=function(){box.innerHTML=
+ '<p class="note">Transcript page '+s.src+' could not be loaded (is the folder beside the report?).</p>';};
+ document.head.appendChild(s);}
+function evalbPage(runId,page,body){var d=document.getElementById('run-'+runId);if(!d)return;
+ var n=d.dataset.pages.split(',').length,box=d.querySelector('.events'),nav='';
+ if(box.dataset.want!==String(page))return;
+ if(n>1){nav='<p class="pager">Events page '+page+' of '+n+' '+
+  (page>1?'<button data-go="'+(page-1)+'">previous</button> ':'')+
+  (page<n?'<button data-go="'+(page+1)+'">next</button>':'')+'</p>';}
+ box.innerHTML=nav+body+nav;box.dataset.page=String(page);
+ box.querySelectorAll('button[data-go]').forEach(function(b){b.onclick=function(){evalbLoad(d,+b.dataset.go);};});
+ var then=evalbWaiting[d.id];evalbWaiting[d.id]=null;if(then)then();}
+document.addEventListener('toggle',function(e){var d=e.target;
+ if(d.open&&d.dataset&&d.dataset.src&&!d.querySelector('.events').dataset.want)evalbLoad(d,1);},true);
 """
 
 
@@ -126,50 +154,70 @@ def _comparisons(scores: pl.DataFrame) -> list[tuple[str, pl.DataFrame, PairedRe
     return [c for c in out if c[2].n_pairs >= 2]
 
 
-def _run_details(scores: pl.DataFrame, events: pl.DataFrame) -> str:
-    """One collapsible block per run: its verdict and reasons, then its events, deciding ones highlighted."""
-    by_run = events.partition_by("run_id", as_dict=True, maintain_order=True) if events.height else {}
+def _events_table(rid: str, events: list[dict], ev_a: set[int], ev_b: set[int]) -> str:
+    """A run's events (or one page of them) as a table, deciding rows highlighted and anchored."""
+    rows = []
+    anchored: set[int] = set()
+    for e in events:
+        seq = e["seq"]
+        cls = " ".join(c for c, s in (("ev-a", ev_a), ("ev-b", ev_b)) if seq in s)
+        anchor = ""
+        if seq not in anchored:
+            anchor = f' id="run-{rid}-seq-{seq}"'
+            anchored.add(seq)
+        body = e["tool_input"] if e["block_type"] == "tool_use" else e["text"]
+        body = body or ""
+        clipped = body[:TEXT_LIMIT] + (
+            f" … [{len(body) - TEXT_LIMIT} more chars]" if len(body) > TEXT_LIMIT else ""
+        )
+        rows.append(
+            f'<tr class="{cls}"{anchor}><td class="num">{seq}</td><td>{_fmt(e["type"])}</td>'
+            f"<td>{_fmt(e['subtype'])}</td><td>{_fmt(e['block_type'])}</td><td>{_fmt(e['tool_name'])}</td>"
+            f"<td><pre>{html.escape(clipped)}</pre></td></tr>"
+        )
+    if not rows:
+        return "<p class='note'>No events archived for this run.</p>"
+    return (
+        "<table><thead><tr><th>seq</th><th>type</th><th>subtype</th><th>block</th><th>tool</th>"
+        f"<th>input / text</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
+def _evidence(r: dict) -> tuple[set[int], set[int]]:
+    return set(r["evidence_a"] or []), set(r["evidence_b"] or [])
+
+
+def _run_details(
+    scores: pl.DataFrame, events: pl.DataFrame, transcripts: dict[str, tuple[str, list[int]]] | None = None
+) -> str:
+    """One collapsible block per run: its verdict and reasons, then its events, deciding ones
+    highlighted; with `transcripts` (run_id -> (sidecar file prefix, first seq of each page)) the
+    events are not in the page but loaded from the sidecar files when the block is opened."""
+    by_run = (
+        events.partition_by("run_id", as_dict=True, maintain_order=True)
+        if events.height and transcripts is None
+        else {}
+    )
     blocks = []
     for r in scores.sort(["model_alias", "plugin_hash", "variant", "rep"]).iter_rows(named=True):
         rid = r["run_id"]
-        ev_a, ev_b = (
-            set(r["evidence_a"] or []),
-            set(r["evidence_b"] or []),
-        )
-        ev = by_run.get((rid,), pl.DataFrame())
-        rows = []
-        anchored: set[int] = set()
-        for e in ev.iter_rows(named=True):
-            seq = e["seq"]
-            cls = " ".join(c for c, s in (("ev-a", ev_a), ("ev-b", ev_b)) if seq in s)
-            anchor = ""
-            if seq not in anchored:
-                anchor = f' id="run-{rid}-seq-{seq}"'
-                anchored.add(seq)
-            body = e["tool_input"] if e["block_type"] == "tool_use" else e["text"]
-            body = body or ""
-            clipped = body[:TEXT_LIMIT] + (
-                f" … [{len(body) - TEXT_LIMIT} more chars]" if len(body) > TEXT_LIMIT else ""
-            )
-            rows.append(
-                f'<tr class="{cls}"{anchor}><td class="num">{seq}</td><td>{_fmt(e["type"])}</td>'
-                f"<td>{_fmt(e['subtype'])}</td><td>{_fmt(e['block_type'])}</td><td>{_fmt(e['tool_name'])}</td>"
-                f"<td><pre>{html.escape(clipped)}</pre></td></tr>"
-            )
+        ev_a, ev_b = _evidence(r)
         links = " ".join(
             f'<a href="#run-{rid}-seq-{s}">{label}{s}</a>'
             for label, seqs in (("a:", sorted(ev_a)), ("b:", sorted(ev_b)))
             for s in seqs
         )
-        events_html = (
-            "<table><thead><tr><th>seq</th><th>type</th><th>subtype</th><th>block</th><th>tool</th>"
-            f"<th>input / text</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
-            if rows
-            else "<p class='note'>No events archived for this run.</p>"
-        )
+        attrs = ""
+        if transcripts is not None and rid in transcripts:
+            src, pages = transcripts[rid]
+            attrs = f' data-src="{html.escape(src)}" data-pages="{",".join(map(str, pages))}"'
+            events_html = "<div class='events'></div>"
+        else:
+            ev = by_run.get((rid,), pl.DataFrame())
+            events_html = _events_table(rid, list(ev.iter_rows(named=True)), ev_a, ev_b)
         verdict = r["verdict"]
         blocks.append(
-            f'<details id="run-{rid}"><summary><span class="{verdict}">{verdict}</span> '
+            f'<details id="run-{rid}"{attrs}><summary><span class="{verdict}">{verdict}</span> '
             f"{_fmt(r['variant'])} · {_fmt(r['model_alias'])} · {_fmt(r['plugin_hash'][:8])} · rep {r['rep']} "
             f"— {_fmt(r['reasons'])} <small>(run {rid[:12]})</small></summary>"
             f"<p>Deciding events: {links or '—'}</p>{events_html}</details>"
@@ -262,8 +310,10 @@ def render_report(
     title: str = "evalb report",
     source: str = "",
     banner: str = "",
+    transcripts: dict[str, tuple[str, list[int]]] | None = None,
 ) -> str:
-    """The whole report as one HTML string, from a score frame (frames.COLUMNS + derived) and its events."""
+    """The whole report as one HTML string, from a score frame (frames.COLUMNS + derived) and its
+    events; with `transcripts` the events stay in sidecar files (see `write_transcripts`)."""
 
     def fig(f: go.Figure, name: str) -> str:
         return plots.figure_div(f, f"fig-{name}")
@@ -350,7 +400,7 @@ def render_report(
         "<h2 id='runs'>Runs</h2>",
         "<p class='legend'><span style='background:#fff3c4'>decided axis (a)</span>"
         "<span style='background:#d6ecff'>decided axis (b)</span><span style='background:#e3d7ff'>both</span></p>",
-        _run_details(scores, events),
+        _run_details(scores, events, transcripts),
     ]
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
@@ -453,18 +503,96 @@ def load_report_scores(archive: Archive) -> tuple[pl.DataFrame, str]:
     return check_columns(scores), banner
 
 
+#: Up to this many runs (and PAGE_EVENTS events in each) the report is one self-contained file;
+#: beyond, every run's events go to a sidecar folder beside it, loaded when its block is opened.
+INLINE_RUNS = 200
+#: Events per transcript page in the sidecar folder (a page ends where a seq ends).
+PAGE_EVENTS = 500
+
+
+def _pages(events: list[dict]) -> list[list[dict]]:
+    """`events` (one run's, in order) cut into pages of about PAGE_EVENTS rows, never inside a seq."""
+    pages: list[list[dict]] = [[]]
+    for e in events:
+        page = pages[-1]
+        if len(page) >= PAGE_EVENTS and page[-1]["seq"] != e["seq"]:
+            pages.append(page := [])
+        page.append(e)
+    return pages
+
+
+def sidecar_dir(out: Path) -> Path:
+    """The folder of transcript pages beside report file `out` (`report.html` -> `report.runs/`)."""
+    return out.with_name(f"{out.stem}.runs")
+
+
+def _event_batches(arch: Archive, run_ids: list[str]) -> Iterator[pl.DataFrame]:
+    """The drill-down's events of `run_ids`, a batch of runs at a time (bounded memory)."""
+    where = batching.files_of(arch, run_ids, ["events"])
+    for batch in batching.batches(pl.DataFrame({"run_id": run_ids}, schema={"run_id": pl.String})):
+        lf = batching.batch_scan(where, "events", batch["run_id"].to_list())
+        if lf is not None:
+            yield lf.select(EVENT_COLUMNS).sort(["run_id", "seq", "block_index"], nulls_last=False).collect()
+
+
+def write_transcripts(
+    scores: pl.DataFrame, event_batches: Iterable[pl.DataFrame], folder: Path
+) -> dict[str, tuple[str, list[int]]]:
+    """Write each run's events as pages `folder/<key>-<page>.js` (each calls `evalbPage(run id,
+    page, html)`); return run_id -> (the pages' URL prefix relative to the report, first seq of
+    each page). Old pages in `folder` are removed first."""
+    try:
+        folder.mkdir(exist_ok=True)
+        for old in folder.glob("*.js"):
+            old.unlink()
+    except OSError as e:
+        raise UsageError(f"cannot write {folder}: {e.strerror}", hint="pick a writable --out") from e
+    evidence = {
+        r["run_id"]: _evidence(r)
+        for r in scores.select("run_id", "evidence_a", "evidence_b").iter_rows(named=True)
+    }
+    out: dict[str, tuple[str, list[int]]] = {}
+    prefix = quote(folder.name)
+    for frame in event_batches:
+        for (rid,), ev in frame.partition_by("run_id", as_dict=True, maintain_order=True).items():
+            if rid not in evidence:
+                continue
+            key = hashlib.sha256(str(rid).encode()).hexdigest()[:20]
+            pages = _pages(list(ev.iter_rows(named=True)))
+            for n, page in enumerate(pages, 1):
+                body = _events_table(str(rid), page, *evidence[rid])
+                js = f"evalbPage({json.dumps(rid)},{n},{json.dumps(body)});\n"
+                (folder / f"{key}-{n}.js").write_text(js, encoding="utf-8")
+            out[str(rid)] = (f"{prefix}/{key}", [p[0]["seq"] for p in pages])
+    return out
+
+
 def build_report(
     archive: Archive | Path | str, out: Path | str | None = None, title: str = "evalb report"
 ) -> str:
     """Read the archive, render the report, write it to `out` if given; return the HTML.
 
+    Up to INLINE_RUNS runs of at most PAGE_EVENTS events each, the report is one file with every
+    transcript in it; beyond (and only when written to `out`), the transcripts go to the sidecar
+    folder `sidecar_dir(out)`, paged, read from the archive a batch of runs at a time.
     Every refusal (not an archive, nothing scored, a bad --out) comes before any work is done."""
     if out is not None:
         out = check_out(out)
     arch = archive if isinstance(archive, Archive) else Archive.open(archive)
     scores, banner = load_report_scores(arch)
-    events = read_events(arch, scores["run_id"].to_list())
-    page = render_report(scores, events, title=title, source=str(arch.root), banner=banner)
+    run_ids = scores["run_id"].to_list()
+    transcripts = None
+    events = pl.DataFrame(schema={c: pl.String for c in EVENT_COLUMNS})
+    if out is None or len(run_ids) <= INLINE_RUNS:
+        events = read_events(arch, run_ids)
+    if out is not None:
+        if len(run_ids) > INLINE_RUNS:
+            transcripts = write_transcripts(scores, _event_batches(arch, run_ids), sidecar_dir(out))
+        elif events.height and events.group_by("run_id").len()["len"].max() > PAGE_EVENTS:  # type: ignore[operator]
+            transcripts = write_transcripts(scores, [events], sidecar_dir(out))
+    page = render_report(
+        scores, events, title=title, source=str(arch.root), banner=banner, transcripts=transcripts
+    )
     if out is not None:
         try:
             out.write_text(page, encoding="utf-8")

@@ -1,17 +1,19 @@
-"""Benchmark (not a test): full-archive rescoring vs one transcript per process, as the spec's bin/check did.
+"""Benchmark (not a test): rescoring at 10k-100k+ runs, per-run files and compacted, vs one process per transcript.
 
-    .venv/bin/python benchmarks/bench_score.py [--runs 10000] [--sample 100] [--workdir DIR]
+    .venv/bin/python benchmarks/bench_score.py [--runs 10000 100000] [--sample 50] [--workdir DIR]
+        [--multiply K] [--report]
 
-Builds a synthetic archive of N runs shaped like real transcripts (20-60 events each, every
-variant, passing, failing and invalid behaviours; committed with evalb.archive like real runs),
-then measures in fresh processes:
-  1. a full score pass over the archive (analysis.checker.score_archive, judge answers cached
-     after the first pass; the keyword judge stands in for the model so no API is called);
-  2. (--compact) the same pass over a copy with one file per table;
-  3. the same rules applied one transcript per process: a subprocess per run that loads its
-     JSONL, parses it and scores it alone in DuckDB, timed on a sample and extrapolated to N.
-Prints wall time (of a fresh process: Python start and imports included) and peak RSS side by
-side, plus how long loading the inputs alone takes.
+Builds synthetic archives of N runs shaped like real transcripts (20-60 events each, every
+variant, passing, failing and invalid behaviours: TEMPLATES distinct transcripts committed with
+evalb.archive, copied under new run ids), primes each with one scoring pass (judge answers
+cached: the keyword judge stands in for the model, so no API is called), compacts a copy (one
+sorted, row-grouped file per table: `compact_archive`), then measures in fresh processes:
+  1. `evalb-score --tsv` over each archive, per-run files and compacted (wall, peak RSS);
+  2. (--multiply K) the same over a simulated archive of K x the largest N runs, compacted;
+  3. (--report) `evalb summary` and `evalb report` at the smallest N;
+  4. the same rules applied one transcript per process: a subprocess per run that loads its
+     JSONL, parses it and scores it alone in DuckDB, timed on a sample and extrapolated.
+Prints one Markdown table (docs/scoring.md, "Scale").
 """
 
 from __future__ import annotations
@@ -87,17 +89,56 @@ def _commit_chunk(args: tuple[str, int, int]) -> None:
             rep=i,
             files=files,
             source="import",
-            run_id=f"bench{i:06d}",
+            run_id=f"tmpl{i:06d}",
         )
 
 
+#: Distinct synthetic transcripts; run i of a large archive is a copy of template i % TEMPLATES
+#: under its own run id, rep and slot (building 100,000 transcripts one by one takes an hour).
+TEMPLATES = 1000
+_TABLES = ("artifacts", "events", "runs")
+
+
+def _run_id(i: int) -> str:
+    return f"bench{i:07d}"
+
+
+def _copy_chunk(args: tuple[str, str, int, int]) -> None:
+    """Write runs start..stop as per-run files (the layout `Archive.commit_run` writes), each a
+    copy of a template with its run id, rep and slot replaced."""
+    import polars as pl
+
+    tmpl_root, root, start, stop = args
+    frames = {t: pl.read_parquet(f"{tmpl_root}/{t}/*.parquet") for t in _TABLES}
+    by_tmpl = {t: dict(frames[t].group_by("run_id")) for t in _TABLES}
+    for i in range(start, stop):
+        key = (f"tmpl{i % TEMPLATES:06d}",)
+        rid = _run_id(i)
+        for t in _TABLES:  # runs last, as a commit
+            df = by_tmpl[t].get(key, frames[t].clear()).with_columns(run_id=pl.lit(rid))
+            if t == "runs":
+                df = df.with_columns(
+                    rep=pl.lit(i, dtype=df.schema["rep"]),
+                    slot=pl.col("variant") + "|" + pl.col("model_alias") + f"|fabricated|{i}",
+                )
+            df.write_parquet(Path(root) / t / f"{rid}.parquet", compression="zstd", statistics=True)
+
+
 def build(root: Path, n: int) -> float:
-    """Create the synthetic archive (two worker processes); return seconds taken."""
+    """Create the synthetic archive of n runs (two worker processes); return seconds taken."""
     Archive(root).ensure()
     t = time.perf_counter()
-    chunks = [(str(root), s, min(s + 250, n)) for s in range(0, n, 250)]
+    tmpl = root.parent / "templates"
+    k = min(n, TEMPLATES)
+    if not (tmpl / "runs").is_dir() or len(os.listdir(tmpl / "runs")) < k:
+        Archive(tmpl).ensure()
+        chunks = [(str(tmpl), s, min(s + 100, k)) for s in range(0, k, 100)]
+        with ProcessPoolExecutor(max_workers=2) as pool:
+            list(pool.map(_commit_chunk, chunks))
+    have = len(os.listdir(root / "runs"))
+    copies = [(str(tmpl), str(root), s, min(s + 5000, n)) for s in range(have, n, 5000)]
     with ProcessPoolExecutor(max_workers=2) as pool:
-        list(pool.map(_commit_chunk, chunks))
+        list(pool.map(_copy_chunk, copies))
     return time.perf_counter() - t
 
 
@@ -206,97 +247,243 @@ def peak_rss_kib() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
+#: The judge the benchmark's CLI runs use (ADR_EVAL_B_JUDGE_CMD): its answers are cached by the
+#: first pass (`prime`), so no rescore asks it; it is never run.
+JUDGE_CMD = "false"
+
+
+def prime(root: Path) -> None:
+    """Score the archive once, the keyword judge answering under JUDGE_CMD's name, so that the
+    benchmarked `evalb-score` passes find every judge answer cached and a previous score per run."""
+    from analysis.checker import score_archive
+    from analysis.judge import CommandJudge, KeywordJudge
+
+    if Archive(root).has_rows("scores"):
+        return
+
+    class Cached(KeywordJudge):
+        name = CommandJudge(JUDGE_CMD).name
+
+    sp = score_archive(root, judge=Cached())
+    print(
+        f"  primed {root.name}: {sp.scores.height} runs, {sp.judge_calls} judge answers cached, "
+        f"{sorted(sp.scores['verdict'].value_counts().rows())}",
+        flush=True,
+    )
+
+
 def compact_archive(src: Path, dst: Path) -> None:
-    """A copy of the archive with one Parquet file per table (what compaction would give)."""
+    """A copy of the archive with one Parquet file per table, sorted by run_id in row groups (what
+    `evalb archive compact` leaves; switch this to evalb.compact once it is merged)."""
     import polars as pl
 
     if (dst / "archive.json").exists():
         return
     for t in ("runs", "events", "artifacts", "judgements", "scores", "inflight", "locks"):
         (dst / t).mkdir(parents=True, exist_ok=True)
-    for t in ("runs", "events", "artifacts"):
-        pl.scan_parquet(f"{src}/{t}/*.parquet").collect().write_parquet(
-            dst / t / "all.parquet", compression="zstd"
-        )
+    for t in ("runs", "events", "artifacts", "judgements", "scores"):
+        files = Archive(src).files(t)
+        if files:
+            frame = pl.scan_parquet(files, glob=False).collect()
+            if t in ("runs", "events", "artifacts"):
+                frame = frame.sort("run_id")
+            frame.write_parquet(
+                dst / t / "compacted-000001.parquet", compression="zstd", row_group_size=20_000
+            )
+            del frame
     (dst / "archive.json").write_text((src / "archive.json").read_text())
 
 
-def timed_child(code: str) -> tuple[float, int, str]:
-    """Run python code in a fresh process; return (wall seconds, its peak RSS in KiB, its stdout)."""
+def multiply(src: Path, dst: Path, copies: int) -> None:
+    """A simulated archive of `copies` x the runs of compacted archive `src`: copy k renames every
+    run id to `k<k>-<id>` (slots too), one sorted file per table and copy, as repeated compaction
+    leaves; judgements and scores are copied with it, so every judge answer is cached."""
+    import duckdb
+
+    if (dst / "archive.json").exists():
+        return
+    con = duckdb.connect(config={"memory_limit": "2GB", "threads": 2, "temp_directory": str(dst / ".spill")})
+    for t in ("runs", "events", "artifacts", "judgements", "scores", "inflight", "locks"):
+        (dst / t).mkdir(parents=True, exist_ok=True)
+    for k in range(copies):
+        for t in ("runs", "events", "artifacts", "judgements", "scores"):
+            files = Archive(src).files(t)
+            if not files:
+                continue
+            con.read_parquet(files, union_by_name=True).create_view("src")
+            slot = f", 'k{k}-' || slot AS slot" if t == "runs" else ""
+            dest = str(dst / t / f"compacted-{k:06d}.parquet").replace("'", "''")
+            con.execute(
+                f"COPY (SELECT * REPLACE ('k{k}-' || run_id AS run_id{slot}) FROM src ORDER BY run_id) "
+                f"TO '{dest}' (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 20000)"
+            )
+    con.close()
+    (dst / "archive.json").write_text((src / "archive.json").read_text())
+
+
+#: CPU seconds (user + system) of the last `timed` command: on a shared machine, less noisy than wall time.
+LAST_CPU = [0.0]
+
+
+def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, int, str]:
+    """Run a command in a fresh process; return (wall seconds, its peak RSS in KiB, its stdout)."""
     t = time.perf_counter()
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            f"import sys; sys.path.insert(0, {str(REPO)!r})\n{code}\n"
-            "print('RSS', next(int(x.split()[1]) for x in open('/proc/self/status') if x.startswith('VmHWM:')))",
-        ],
-        check=True,
+        ["/usr/bin/time", "-f", "%U %S %M", *cmd],
+        check=False,
         capture_output=True,
         text=True,
+        env={**os.environ, **(env or {})},
     )
     elapsed = time.perf_counter() - t
-    out = proc.stdout.strip().splitlines()
-    rss = int(out[-1].split()[1])
-    return elapsed, rss, "\n".join(out[:-1])
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"{cmd} failed: {proc.stderr[-2000:]}")
+    user, system, rss = proc.stderr.strip().splitlines()[-1].split()
+    LAST_CPU[0] = float(user) + float(system)
+    return elapsed, int(rss), proc.stdout
+
+
+def rescore_cli(root: Path, tree: Path | None = None) -> tuple[float, int, int]:
+    """`evalb-score --tsv` over the archive (judge answers cached): wall s, peak RSS KiB, rows
+    printed; with `tree`, the evalb-score of that source tree (e.g. `git archive` of an older commit)."""
+    exe = [str(Path(sys.executable).with_name("evalb-score"))]
+    if tree is not None:
+        exe = [
+            sys.executable,
+            "-c",
+            f"import sys; sys.path.insert(0, {str(tree)!r}); from cli.score import main; main()",
+        ]
+    wall, rss, out = timed([*exe, "--archive", str(root), "--tsv"], {"ADR_EVAL_B_JUDGE_CMD": JUDGE_CMD})
+    return wall, rss, out.count("\n")
+
+
+def cli_time(args: list[str]) -> tuple[float, int]:
+    wall, rss, _ = timed([str(Path(sys.executable).with_name("evalb")), *args])
+    return wall, rss
+
+
+class _Rows(list[tuple[str, float, int, str]]):
+    """The result table: a Markdown header when made, each row printed as it is added."""
+
+    def __init__(self, rows: list[tuple[str, float, int, str]] | None = None) -> None:
+        super().__init__()
+        print(f"| {'case':<52} | {'wall':>9} | {'CPU':>9} | {'peak RSS':>9} | |")
+        print(f"|{'-' * 54}|{'-' * 11}:|{'-' * 11}:|{'-' * 11}:|---|", flush=True)
+        for row in rows or []:
+            self.append(row)
+
+    def append(self, row: tuple[str, float, int, str]) -> None:
+        """Add a row measured by `timed` just now (its CPU time is taken from LAST_CPU)."""
+        super().append(row)
+        name, wall, rss, note = row
+        cpu = f"{LAST_CPU[0]:>8.1f}s" if LAST_CPU[0] else f"{'':>9}"
+        LAST_CPU[0] = 0.0
+        print(f"| {name:<52} | {wall:>8.1f}s | {cpu} | {rss / 1024:>7.0f}MB | {note} |", flush=True)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", type=int, default=10_000)
-    ap.add_argument("--sample", type=int, default=100)
-    ap.add_argument("--workdir", type=Path)
-    ap.add_argument("--compact", action="store_true", help="also time a copy with one file per table")
+    ap.add_argument("--runs", type=int, nargs="+", default=[10_000, 100_000])
+    ap.add_argument("--sample", type=int, default=50, help="runs scored one process each")
+    ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "evalb-bench-score")
+    ap.add_argument(
+        "--multiply",
+        type=int,
+        default=0,
+        metavar="COPIES",
+        help="also a simulated archive of COPIES x the largest --runs, compacted",
+    )
+    ap.add_argument(
+        "--report", action="store_true", help="also time evalb summary and evalb report at the smallest size"
+    )
+    ap.add_argument(
+        "--old-tree", type=Path, help="also time the evalb-score of this source tree (the code before)"
+    )
+    ap.add_argument(
+        "--skip-rescore", action="store_true", help="build and compact, but time only the other cases"
+    )
     ap.add_argument("--one", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
         print(score_one(Path(args.one[0]), args.one[1], Path(args.one[2])))
         print(peak_rss_kib())
         return
-    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="evalb-bench-"))
-    root = workdir / "archive"
-    if not (root / "runs").is_dir() or len(os.listdir(root / "runs")) < args.runs:
-        print(f"building {args.runs} runs in {root} ...", flush=True)
-        print(f"  built in {build(root, args.runs):.1f} s")
-    n_events = timed_child(
-        f"import duckdb; print(duckdb.sql(\"SELECT count(*) FROM read_parquet('{root}/events/*.parquet')\").fetchall()[0][0])"
-    )[2]
-    print(f"archive: {args.runs} runs, {n_events} event rows, {3 * args.runs} Parquet files")
-
-    score = (
-        "from analysis.checker import score_archive; from analysis.judge import KeywordJudge\n"
-        f"sp = score_archive({str(root)!r}, judge=KeywordJudge(), rescore=True)\n"
-        "print(sp.scores.height, sp.judge_calls, sorted(sp.scores['verdict'].value_counts().rows()))"
-    )
-    first_s, first_rss, first_out = timed_child(score)
-    again_s, again_rss, again_out = timed_child(score)
-    read_s, read_rss, _ = timed_child(
-        f"from pathlib import Path; from analysis.checker import load_inputs; load_inputs(Path({str(root)!r}))"
-    )
-    compact = workdir / "compact"
-    if args.compact:
+    work = args.workdir
+    work.mkdir(parents=True, exist_ok=True)
+    rows = _Rows()
+    for n in args.runs:
+        root = work / f"archive-{n}"
+        if not (root / "runs").is_dir() or len(os.listdir(root / "runs")) < n:
+            print(f"building {n} runs in {root} ...", flush=True)
+            print(f"  built in {build(root, n):.0f} s", flush=True)
+        prime(root)
+        compact = work / f"compact-{n}"
         compact_archive(root, compact)
-        compact_s, compact_rss, _ = timed_child(score.replace(repr(str(root)), repr(str(compact))))
-    with tempfile.TemporaryDirectory() as tmp:
-        pp_s, pp_rss = per_process(Path(tmp), args.runs, args.sample)
-    pp_total = pp_s / args.sample * args.runs
-
-    print(f"first pass (judge asked unless cached from an earlier benchmark): {first_out}")
-    print(f"rescore (judge cached):   {again_out}")
-    print()
-    print(f"{'':38} {'wall':>10} {'peak RSS':>10}")
-    print(f"{'full rescore, whole archive (1 proc)':38} {again_s:>9.2f}s {again_rss / 1024:>8.0f}MB")
-    print(f"{'first pass (keyword judge asked)':38} {first_s:>9.2f}s {first_rss / 1024:>8.0f}MB")
-    print(f"{'loading the inputs alone':38} {read_s:>9.2f}s {read_rss / 1024:>8.0f}MB")
-    if args.compact:
-        print(
-            f"{'full rescore, same runs compacted':38} {compact_s:>9.2f}s {compact_rss / 1024:>8.0f}MB  (1 file/table)"
+        for name, where in (
+            (f"per-run files ({3 * n:,} files)", root),
+            ("compacted (1 file per table)", compact),
+        )[: 0 if args.skip_rescore else 2]:
+            wall, rss, printed = rescore_cli(where)
+            rows.append((f"{n:,} runs, {name}", wall, rss, f"{printed:,} rows"))
+            if args.old_tree and where == root:
+                wall, rss, printed = rescore_cli(where, args.old_tree)
+                rows.append(("  the same before (every table loaded first)", wall, rss, f"{printed:,} rows"))
+    if args.multiply:
+        n = max(args.runs)
+        big = work / f"simulated-{n * args.multiply}"
+        print(f"simulating {n * args.multiply:,} runs in {big} ...", flush=True)
+        multiply(work / f"compact-{n}", big, args.multiply)
+        wall, rss, printed = rescore_cli(big)
+        rows.append(
+            (
+                f"{n * args.multiply:,} runs, compacted ({args.multiply} files per table)",
+                wall,
+                rss,
+                f"{printed:,} rows",
+            )
         )
-    print(
-        f"{'one process per transcript (sample)':38} {pp_s:>9.2f}s {pp_rss / 1024:>8.0f}MB  ({args.sample} runs)"
+    if args.report:
+        n = min(args.runs)
+        for name, root in (("per-run files", work / f"archive-{n}"), ("compacted", work / f"compact-{n}")):
+            wall, rss = cli_time(["summary", "--archive", str(root)])
+            rows.append((f"evalb summary, {n:,} runs, {name}", wall, rss, ""))
+            out = work / f"report-{n}-{name.split()[0]}.html"
+            wall, rss = cli_time(["report", "--archive", str(root), "--out", str(out)])
+            side = sum(f.stat().st_size for f in out.with_name(f"{out.stem}.runs").glob("*.js"))
+            rows.append(
+                (
+                    f"evalb report, {n:,} runs, {name}",
+                    wall,
+                    rss,
+                    f"{out.stat().st_size / 1e6:.1f} MB html + {side / 1e6:.0f} MB of pages",
+                )
+            )
+    if not args.sample:
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        pp_s, pp_rss = per_process(Path(tmp), max(args.runs), args.sample)
+    per_run = pp_s / args.sample
+    rows.append(
+        (
+            f"one process per transcript ({args.sample}-run sample)",
+            pp_s,
+            pp_rss,
+            f"{per_run * 1000:.0f} ms/run",
+        )
     )
-    print(f"{'  extrapolated to all runs':38} {pp_total:>9.0f}s {'':>10}  (x{args.runs // args.sample})")
-    print(f"speed-up: {pp_total / again_s:.0f}x")
+    for n in args.runs:
+        rows.append((f"  extrapolated to {n:,} runs", per_run * n, pp_rss, ""))
+    print()
+    print("(the table again, CPU times above)")
+    for name, wall, rss, note in rows:
+        print(f"| {name:<52} | {wall:>8.1f}s | {rss / 1024:>7.0f}MB | {note} |")
+    for n in args.runs:
+        cli = next((w for name, w, _, _ in rows if name.startswith(f"{n:,} runs, per-run")), None)
+        if cli is None:
+            continue
+        print(
+            f"speed-up over one process per transcript at {n:,} runs: {per_run * n / cli:.0f}x (per-run files)"
+        )
 
 
 if __name__ == "__main__":

@@ -160,7 +160,7 @@ def score(
         )
     for err in sp.judge_errors:
         print(f"warning: judge failed for run {err}", file=sys.stderr)
-    counted = last_attempts(Archive(archive).with_attempts(sp.scores)).drop("slot", "attempt")
+    counted = last_attempts(sp.with_attempts()).drop("slot", "attempt")
     shown = sp.scores if all_attempts else counted
     if tsv:
         for row in tsv_rows(shown):
