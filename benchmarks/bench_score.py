@@ -172,6 +172,7 @@ def score_one(jsonl: Path, variant: str, files_json: Path) -> str:
             "outcome_detail": [""],
             "reached_model": [summary.reached_model],
             "plugin_name": ["os-adr"],
+            "arm": ["default"],
         },
         schema_overrides={"plugin_hash": pl.String, "started_at": pl.Datetime("us", "UTC")},
     )
@@ -273,31 +274,24 @@ def prime(root: Path) -> None:
 
 
 def compact_archive(src: Path, dst: Path) -> None:
-    """A copy of the archive with one Parquet file per table, sorted by run_id in row groups (what
-    `evalb archive compact` leaves; switch this to evalb.compact once it is merged)."""
-    import polars as pl
+    """A copy of the archive compacted by `evalb archive compact` (evalb.compact): large sorted,
+    row-grouped batch files; a second pass with grace 0 deletes the small files the first covered."""
+    import shutil
 
-    if (dst / "archive.json").exists():
+    from evalb.compact import compact
+
+    if (dst / "compaction" / "manifest.json").exists():
         return
-    for t in ("runs", "events", "artifacts", "judgements", "scores", "inflight", "locks"):
-        (dst / t).mkdir(parents=True, exist_ok=True)
-    for t in ("runs", "events", "artifacts", "judgements", "scores"):
-        files = Archive(src).files(t)
-        if files:
-            frame = pl.scan_parquet(files, glob=False).collect()
-            if t in ("runs", "events", "artifacts"):
-                frame = frame.sort("run_id")
-            frame.write_parquet(
-                dst / t / "compacted-000001.parquet", compression="zstd", row_group_size=20_000
-            )
-            del frame
-    (dst / "archive.json").write_text((src / "archive.json").read_text())
+    shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree(src, dst)
+    compact(Archive.open(dst), grace=0)
+    compact(Archive.open(dst), grace=0)  # sweeps what the first one covered
 
 
 def multiply(src: Path, dst: Path, copies: int) -> None:
     """A simulated archive of `copies` x the runs of compacted archive `src`: copy k renames every
-    run id to `k<k>-<id>` (slots too), one sorted file per table and copy, as repeated compaction
-    leaves; judgements and scores are copied with it, so every judge answer is cached."""
+    run id to `k<k>-<id>` (slots too), one sorted file per table and copy (plain files, read as small
+    files are; like what repeated compaction leaves); judgements and scores are copied with it, so every judge answer is cached."""
     import duckdb
 
     if (dst / "archive.json").exists():
@@ -312,7 +306,7 @@ def multiply(src: Path, dst: Path, copies: int) -> None:
                 continue
             con.read_parquet(files, union_by_name=True).create_view("src")
             slot = f", 'k{k}-' || slot AS slot" if t == "runs" else ""
-            dest = str(dst / t / f"compacted-{k:06d}.parquet").replace("'", "''")
+            dest = str(dst / t / f"copy-{k:06d}.parquet").replace("'", "''")
             con.execute(
                 f"COPY (SELECT * REPLACE ('k{k}-' || run_id AS run_id{slot}) FROM src ORDER BY run_id) "
                 f"TO '{dest}' (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 20000)"
@@ -421,7 +415,7 @@ def main() -> None:
         compact_archive(root, compact)
         for name, where in (
             (f"per-run files ({3 * n:,} files)", root),
-            ("compacted (1 file per table)", compact),
+            ("compacted (evalb archive compact)", compact),
         )[: 0 if args.skip_rescore else 2]:
             wall, rss, printed = rescore_cli(where)
             rows.append((f"{n:,} runs, {name}", wall, rss, f"{printed:,} rows"))

@@ -93,7 +93,8 @@ def archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def compact_copy(src: Path, dst: Path, keep: int) -> None:
     """A copy whose runs, but for `keep` of them, are folded into one shared file per table,
-    sorted by run_id in row groups of 50 rows; plus an orphan events file of no committed run."""
+    sorted by run_id in row groups of 50 rows (not named compacted-*: those are read only once a
+    compaction manifest publishes them); plus an orphan events file of no committed run."""
     import shutil
 
     shutil.copytree(src, dst)
@@ -103,7 +104,7 @@ def compact_copy(src: Path, dst: Path, keep: int) -> None:
     for table in ("runs", "events", "artifacts"):
         files = [f for f in arch.files(table) if Path(f).stem in folded]
         frame = pl.concat([pl.read_parquet(f) for f in files], how="diagonal_relaxed").sort("run_id")
-        frame.write_parquet(dst / table / "compacted-0001.parquet", row_group_size=50, statistics=True)
+        frame.write_parquet(dst / table / "folded-0001.parquet", row_group_size=50, statistics=True)
         for f in files:
             Path(f).unlink()
     orphan = pl.read_parquet(arch.files("events")[0]).with_columns(run_id=pl.lit("orphan"))

@@ -52,7 +52,7 @@ def write_compacted(root: Path, scores: pl.DataFrame, extra_events: dict[str, in
         score_rows.append(
             ScoreRecord(
                 scored_at=row["started_at"] + dt.timedelta(hours=1),
-                **{k: row[k] for k in ScoreRecord.model_fields if k != "scored_at"},
+                **{k: row[k] for k in ScoreRecord.model_fields if k != "scored_at" and k in row},
             )
         )
     ev = to_frame("events", events)
@@ -71,7 +71,7 @@ def write_compacted(root: Path, scores: pl.DataFrame, extra_events: dict[str, in
         ("runs", to_frame("runs", runs).sort("run_id")),
         ("scores", to_frame("scores", score_rows)),
     ):
-        frame.write_parquet(root / table / "compacted-000001.parquet", row_group_size=5000)
+        frame.write_parquet(root / table / "folded-000001.parquet", row_group_size=5000)
     return archive
 
 
