@@ -18,12 +18,12 @@ from evalb import paths
 from evalb.errors import ArchiveError, BudgetError, HarnessError, PolicyError, UsageError
 
 if TYPE_CHECKING:  # the libraries are imported where used: --help and refusals start fast
+    from analysis.sequential_grid import UntilOptions
     from evalb.archive import Archive
     from evalb.schema import RunRecord
     from runner.grid import Arm
     from runner.limits import Limits
     from runner.record import RecordOptions
-    from runner.sequential_grid import UntilOptions
 
 app = new_app("Record headless Claude Code sessions into an evalb archive (Parquet).")
 

@@ -1,5 +1,5 @@
 """`evalb-record grid --until-decided`: the options and the glue from the grid command to
-runner.sequential_grid (the loop lives there)."""
+analysis.sequential_grid (the loop lives there)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING
 from evalb.errors import UsageError
 
 if TYPE_CHECKING:
+    from analysis.sequential_grid import UntilOptions
     from evalb.archive import Archive
     from runner.budget import Budget
     from runner.grid import Arm, GridReport, Slot
-    from runner.sequential_grid import UntilOptions
 
 
 def until_options(
@@ -29,8 +29,8 @@ def until_options(
     shard: str | None,
 ) -> UntilOptions | None:
     """The sequential options, or None without --until-decided; refusals in one line each."""
+    from analysis.sequential_grid import DEFAULT_DELTA, UntilOptions, check_options, choose_arms
     from runner import shard as shard_mod
-    from runner.sequential_grid import DEFAULT_DELTA, UntilOptions, check_options, choose_arms
 
     given = {
         "--max-reps": max_reps,
@@ -93,7 +93,7 @@ def run(
 
     from analysis.checker import score_archive
     from analysis.frames import load_scores
-    from runner.sequential_grid import ROUND_KEY, run_until_decided, summary
+    from analysis.sequential_grid import ROUND_KEY, run_until_decided, summary
 
     cells = pl.DataFrame(
         sorted({(s.variant, s.model) for s in slots}), schema=["variant", "model_alias"], orient="row"

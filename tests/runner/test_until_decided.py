@@ -1,4 +1,4 @@
-"""`--until-decided`: the sequential grid loop (runner.sequential_grid) on simulated reps, and the
+"""`--until-decided`: the sequential grid loop (analysis.sequential_grid) on simulated reps, and the
 command's refusals. The loop is driven through its real callables' contract: `record` gets the
 slots `expand_cells` interleaves and a simulated pass/fail per rep lands in the score frame that
 `scores` returns, so the planner, the rule and the caps all act on what was "recorded"."""
@@ -13,17 +13,17 @@ import numpy as np
 import polars as pl
 import pytest
 
-from analysis.simulate import simulate_arms
-from evalb.archive import Archive
-from evalb.errors import UsageError
-from runner.grid import Arm, GridReport, Slot, expand_arms
-from runner.sequential_grid import (
+from analysis.sequential_grid import (
     UntilOptions,
     choose_arms,
     round_seed,
     run_until_decided,
     summary,
 )
+from analysis.simulate import simulate_arms
+from evalb.archive import Archive
+from evalb.errors import UsageError
+from runner.grid import Arm, GridReport, Slot, expand_arms
 from tests.runner.wordings import wording_plugin
 
 EXE = Path(".venv/bin/evalb-record").resolve()

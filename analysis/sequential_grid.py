@@ -5,6 +5,7 @@ Pure orchestration: recording and scoring are callables (the CLI passes `run_gri
 checker), so the loop is the same whatever records the reps. Each round: score, `decide` (tuned
 with the fixed-size plan's reps per cell from the pilot, `fixed_plan_reps`), and if not stopped,
 `plan_round` -> `expand_cells` for every arm -> record. docs/runner.md, *Sequential stopping*.
+It lives in analysis, not runner: the runner never imports analysis (tests/cli/test_layering.py).
 """
 
 from __future__ import annotations
