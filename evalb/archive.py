@@ -74,12 +74,12 @@ def _fsync_dir(path: Path) -> None:
             os.close(fd)
 
 
-def write_parquet_atomic(frame: pl.DataFrame, dest: Path) -> None:
+def write_parquet_atomic(frame: pl.DataFrame, dest: Path, *, row_group_size: int | None = None) -> None:
     """Write `frame` to `dest` via a hidden temp file and rename, so readers never see a partial file."""
     # The writer's pid is in the name, so that recovery can sweep what a killed writer left.
     tmp = dest.with_name(f".{dest.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
     try:
-        frame.write_parquet(tmp, compression="zstd", statistics=True)
+        frame.write_parquet(tmp, compression="zstd", statistics=True, row_group_size=row_group_size)
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, dest)
@@ -87,7 +87,7 @@ def write_parquet_atomic(frame: pl.DataFrame, dest: Path) -> None:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise _os_error("write", dest, e) from e
-    except Exception:
+    except BaseException:  # a Ctrl-C mid-write leaves no temp file either
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise

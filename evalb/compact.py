@@ -331,28 +331,14 @@ def _scan_small(files: list[str]) -> pl.LazyFrame:
 
 
 def _write_part(df: pl.DataFrame, table: str, dest: Path) -> None:
-    from evalb.archive import _fsync_dir, _os_error
+    from evalb.archive import write_parquet_atomic
     from evalb.schema import polars_schema
 
     schema = list(polars_schema(table))
     cols = [c for c in schema if c in df.columns] + [c for c in df.columns if c not in schema]
     keys = [k for k in SORT_KEYS[table] if k in df.columns]
     df = df.select(cols).sort(keys, nulls_last=True, maintain_order=True)
-    tmp = dest.with_name(f".{dest.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        df.write_parquet(tmp, compression="zstd", statistics=True, row_group_size=ROW_GROUP_ROWS[table])
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, dest)
-    except OSError as e:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise _os_error("write", dest, e) from e
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-    _fsync_dir(dest.parent)
+    write_parquet_atomic(df, dest, row_group_size=ROW_GROUP_ROWS[table])
 
 
 def _fold_run_table(
