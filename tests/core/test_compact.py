@@ -263,8 +263,14 @@ class TestConcurrency:
             while time.monotonic() < deadline and not failures:
                 with lock:
                     n = len(committed)
-                batches = len(compact.read_generation(archive.root).batches)
-                if n >= 100 and checks[0] >= 20 and batches >= 3:
+                gen = compact.read_generation(archive.root)
+                # go on until covered files were swept too (grace 1 s: a later compaction does it)
+                if (
+                    n >= 100
+                    and checks[0] >= 20
+                    and len(gen.batches) >= 3
+                    and any(b.swept for b in gen.batches)
+                ):
                     break
                 time.sleep(0.2)
         finally:
