@@ -76,18 +76,7 @@ def read_runs(
         how="vertical_relaxed",
     )
     own = runs.filter(pl.col(_FILE).str.split("/").list.last() == pl.col("run_id") + ".parquet")
-    own_ids = set(own["run_id"].to_list())
-    per_run: dict[str, dict[str, str]] = {}
-    shared: dict[str, list[str]] = {}
-    for t in tables:
-        per_run[t], shared[t] = {}, []
-        for f in archive.files(t):
-            stem = os.path.basename(f)[: -len(".parquet")]
-            if stem in own_ids:
-                per_run[t][stem] = f
-            else:
-                shared[t].append(f)
-    return runs.drop(_FILE).lazy(), RunFiles(per_run, shared)
+    return runs.drop(_FILE).lazy(), files_of(archive, own["run_id"].to_list(), tables)
 
 
 def files_of(archive: Archive, run_ids: Sequence[str], tables: Sequence[str]) -> RunFiles:
